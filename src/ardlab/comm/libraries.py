@@ -44,6 +44,7 @@ class Algorithm:
     multi_node_only: bool = False
     note: str = ""  # documented or observed silent fallbacks and other caveats
     cost_model: str | None = None  # key into ardlab.analysis.costmodel.MODELS
+    symbol: str = ""  # the library-internal function that runs it (gdb breakpoint proof, ardlab.comm.probe)
 
     def constraints(self) -> list[str]:
         out = []
@@ -162,6 +163,8 @@ MPICH = Library(
           "'... cannot be applied' when the forced algorithm does not apply.",
 )
 
+_OMPI = "ompi_coll_base_allreduce_intra_"
+
 OPENMPI = Library(
     name="openmpi",
     display="Open MPI",
@@ -173,28 +176,35 @@ OPENMPI = Library(
     force_env={"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll": "^han"},
     algorithms={
         DEFAULT: _native(DEFAULT, _DEFAULT_DOC, {}),
-        "basic_linear": _ompi_alg("basic_linear", 1, "reduce to rank 0 + bcast, linear", cost_model="linear"),
+        "basic_linear": _ompi_alg("basic_linear", 1, "reduce to rank 0 + bcast, linear",
+                                  symbol=_OMPI + "basic_linear", cost_model="linear"),
         "nonoverlapping": _ompi_alg("nonoverlapping", 2, "reduce + bcast (not overlapped)",
-                                    cost_model="binomial"),
+                                    symbol=_OMPI + "nonoverlapping", cost_model="binomial"),
         "recursive_doubling": _ompi_alg("recursive_doubling", 3, "recursive doubling",
-                                        cost_model="recursive_doubling"),
+                                        symbol=_OMPI + "recursivedoubling", cost_model="recursive_doubling"),
         "ring": _ompi_alg("ring", 4, "ring reduce-scatter + ring allgather", commutative_only=True,
                           min_count=lambda p: p, min_count_text="ranks",
-                          note="count < ranks falls back to recursive doubling", cost_model="ring"),
+                          note="count < ranks falls back to recursive doubling",
+                          symbol=_OMPI + "ring", cost_model="ring"),
         "segmented_ring": _ompi_alg(
             "segmented_ring", 5, "ring with pipelined segments",
             extra={"OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize": "65536"},
             commutative_only=True, min_count=lambda p: p, min_count_text="ranks",
-            note="segment size 64 KiB; segmentsize 0 would make it plain ring", cost_model="segmented_ring"),
+            note="segment size 64 KiB; segmentsize 0 would make it plain ring",
+            symbol=_OMPI + "ring_segmented", cost_model="segmented_ring"),
         "rabenseifner": _ompi_alg(
             "rabenseifner", 6, "Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather",
             commutative_only=True, min_count=pof2_floor, min_count_text="largest power of two <= ranks",
-            cost_model="rabenseifner"),
+            symbol=_OMPI + "redscat_allgather", cost_model="rabenseifner"),
     },
     pmi="srun --mpi=pmix (Open MPI 5 speaks PMIx only); or the image's mpirun inside one allocation",
     notes="Proof that a forced algorithm runs: gdb breakpoints on ompi_coll_base_allreduce_intra_* "
           "(verbose output does not show the per-call algorithm).",
 )
+
+_IMPI = "MPIR_Allreduce_intra_"
+_IMPI_NREDUCE = "observed (gdb) to run the n-reduce algorithm on one node"
+_IMPI_RD_AT_2 = "observed (gdb) to fall back to recursive doubling at 2 ranks"
 
 INTELMPI = Library(
     name="intelmpi",
@@ -209,23 +219,28 @@ INTELMPI = Library(
     algorithms={
         DEFAULT: _native(DEFAULT, _DEFAULT_DOC, {}),
         "recursive_doubling": _impi_alg("recursive_doubling", 1, "recursive doubling",
-                                        cost_model="recursive_doubling"),
-        "rabenseifner": _impi_alg("rabenseifner", 2, "Rabenseifner's algorithm", cost_model="rabenseifner",
-                                  note="observed to fall back at 2 ranks"),
+                                        symbol=_IMPI + "recursive_doubling", cost_model="recursive_doubling"),
+        "rabenseifner": _impi_alg("rabenseifner", 2, "Rabenseifner's algorithm", note=_IMPI_RD_AT_2,
+                                  symbol=_IMPI + "rabenseifner", cost_model="rabenseifner"),
         "reduce_bcast": _impi_alg("reduce_bcast", 3, "reduce + bcast", cost_model="binomial"),
         "topo_reduce_bcast": _impi_alg("topo_reduce_bcast", 4, "topology-aware reduce + bcast",
-                                       cost_model="binomial"),
+                                       note=_IMPI_NREDUCE, cost_model="binomial"),
         "binomial_gather_scatter": _impi_alg("binomial_gather_scatter", 5, "binomial gather + scatter"),
         "topo_binomial_gather_scatter": _impi_alg("topo_binomial_gather_scatter", 6,
                                                   "topology-aware binomial gather + scatter"),
-        "shumilin_ring": _impi_alg("shumilin_ring", 7, "Shumilin's ring", cost_model="ring"),
-        "ring": _impi_alg("ring", 8, "ring", cost_model="ring",
-                          note="observed as the non-blocking ring on one node"),
+        "shumilin_ring": _impi_alg("shumilin_ring", 7, "Shumilin's ring", note=_IMPI_RD_AT_2,
+                                   symbol=_IMPI + "shumilin", cost_model="ring"),
+        "ring": _impi_alg("ring", 8, "ring (observed: the non-blocking ring)",
+                          symbol=_IMPI + "nb_ring", cost_model="ring"),
         "knomial": _impi_alg("knomial", 9, "k-nomial", cost_model="recursive_multiplying",
                              note="observed to fall back to recursive doubling on one node"),
-        "topo_shm_flat": _impi_alg("topo_shm_flat", 10, "topology-aware SHM-based flat"),
-        "topo_shm_knomial": _impi_alg("topo_shm_knomial", 11, "topology-aware SHM-based k-nomial"),
-        "topo_shm_knary": _impi_alg("topo_shm_knary", 12, "topology-aware SHM-based k-ary"),
+        "topo_shm_flat": _impi_alg("topo_shm_flat", 10, "topology-aware SHM-based flat", note=_IMPI_NREDUCE),
+        "topo_shm_knomial": _impi_alg("topo_shm_knomial", 11, "topology-aware SHM-based k-nomial",
+                                      note=_IMPI_NREDUCE),
+        "topo_shm_knary": _impi_alg("topo_shm_knary", 12, "topology-aware SHM-based k-ary", note=_IMPI_NREDUCE),
+        "nreduce": _impi_alg("nreduce", 13, "n-reduce (undocumented id, observed)", symbol=_IMPI + "nreduce"),
+        "ring_blocking": _impi_alg("ring_blocking", 14, "blocking ring (undocumented id, observed)",
+                                   symbol=_IMPI + "ring", cost_model="ring"),
     },
     pmi="srun --mpi=pmi2 with I_MPI_PMI_LIBRARY=<host libpmi2.so>; or the image's mpiexec.hydra",
     notes="Proof that a forced algorithm runs: gdb breakpoints on the library's internal "

@@ -1,0 +1,1 @@
+"""Aggregation of tidy result files into tables, tuned selection files, cost models and figures."""

@@ -1,0 +1,1 @@
+"""Microbenchmarks: the Allreduce latency benchmark (OSU/IMB method)."""

@@ -1,0 +1,263 @@
+"""Allreduce latency microbenchmark, OSU/IMB method, for native and our own algorithms.
+
+Per message size: warm-up calls, then timed calls each preceded by a barrier; each rank averages its own
+times, and the row reports avg/min/max of those per-rank means across ranks. Large sizes run fewer
+iterations. With ``--validate`` every result is checked (outside the timed region) against the exact sum.
+
+Two ways to run:
+- driver (default): ``ardlab bench allreduce --library mpich --ranks 4 [--sweep]`` starts one launch per
+  native algorithm (a library reads its algorithm knob at MPI_Init) and one for all of ours, under the
+  library's launcher from ``ardlab.comm``, then writes one CSV atomically.
+- inside an existing launch (clusters: ``srun ... apptainer exec img ardlab bench allreduce --in-mpi``):
+  measures in this process; a native algorithm must have been forced by the launch environment.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import socket
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ardlab.analysis.columns import BENCH_COLUMNS, knobs_in_force, write_csv_atomic
+from ardlab.comm import launch
+from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, Algorithm, algorithm, algorithms, library
+
+DTYPES = ("float32", "float64", "int32", "int64")
+
+
+@dataclass
+class Plan:
+    """What one benchmark invocation measures (validated before any MPI process starts)."""
+
+    library: str
+    algorithms: list[str]
+    sizes: list[int]
+    ranks: int
+    nodes: int = 1
+    dtype: str = "float32"
+    iterations: int | None = None  # None: by size
+    warmup: int | None = None
+    validate: bool = False
+    skip_inapplicable: bool = False  # sweeps skip (algorithm, size) points an algorithm cannot run
+
+    def itemsize(self) -> int:
+        import numpy as np
+
+        return np.dtype(self.dtype).itemsize
+
+
+def iterations_for(size_bytes: int, fixed: int | None = None) -> int:
+    """OSU-like budget: 1000 calls for small messages, fewer as size grows (at least 10)."""
+    if fixed is not None:
+        return fixed
+    if size_bytes <= 8192:
+        return 1000
+    return max(10, min(1000, (64 << 20) // size_bytes * 4))
+
+
+def warmup_for(iterations: int, fixed: int | None = None) -> int:
+    return fixed if fixed is not None else max(2, iterations // 10)
+
+
+def applicable(alg: Algorithm, *, ranks: int, nodes: int, count: int) -> str | None:
+    """None if `alg` applies to this size, else the reason (ops here are SUM: commutative)."""
+    try:
+        alg.check(ranks=ranks, nodes=nodes, count=count, commutative=True)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def make_plan(
+    library_name: str,
+    *,
+    algorithm_names: list[str] | None,
+    sweep: bool,
+    sizes: list[int],
+    ranks: int,
+    nodes: int = 1,
+    dtype: str = "float32",
+    iterations: int | None = None,
+    warmup: int | None = None,
+    validate: bool = False,
+    own: bool = True,
+    skip_inapplicable: bool = False,
+) -> Plan:
+    """Check every choice against the table and raise ValueError naming a bad value and the valid ones."""
+    lib = library(library_name)
+    if ranks < 1:
+        raise ValueError(f"ranks must be >= 1, got {ranks}")
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
+    if iterations is not None and iterations < 1:
+        raise ValueError(f"iterations must be >= 1, got {iterations}")
+    if warmup is not None and warmup < 0:
+        raise ValueError(f"warm-up iterations must be >= 0, got {warmup}")
+    import numpy as np
+
+    itemsize = np.dtype(dtype).itemsize
+    bad = [s for s in sizes if s % itemsize]
+    if bad:
+        raise ValueError(f"message sizes {bad} are not multiples of the {dtype} element size ({itemsize} B)")
+    if sweep:
+        names = [n for n, a in algorithms(library_name, own=own).items()
+                 if not (a.multi_node_only and nodes < 2)]
+    else:
+        names = algorithm_names or [DEFAULT]
+        for n in names:
+            alg = algorithm(library_name, n)  # raises on unknown names, listing the valid ones
+            if alg.multi_node_only and nodes < 2:
+                raise ValueError(f"{lib.display} algorithm {n!r} needs several nodes; this run has {nodes}")
+            for s in sizes if not skip_inapplicable else ():
+                reason = applicable(alg, ranks=ranks, nodes=nodes, count=s // itemsize)
+                if reason:
+                    raise ValueError(f"{reason} (message size {s} B)")
+    return Plan(library_name, names, sizes, ranks, nodes, dtype, iterations, warmup, validate,
+                skip_inapplicable=sweep or skip_inapplicable)
+
+
+# ----------------------------------------------------------------------------------------------- inner
+
+
+def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
+    """Run inside MPI: measure every (algorithm, size) of the plan; rows are returned on rank 0."""
+    import numpy as np
+    from mpi4py import MPI
+
+    from ardlab.comm import detect
+    from ardlab.comm.own import get as get_own
+
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    lib, version = detect(MPI.Get_library_version())
+    if lib.name != plan.library:
+        raise RuntimeError(f"this process runs {lib.display}, but the plan is for {library(plan.library).display}")
+    hosts = comm.allgather(socket.gethostname())
+    nodes = len(set(hosts))
+    for name in plan.algorithms:
+        alg = algorithm(lib.name, name)
+        if alg.implementation == "native" and name != DEFAULT:
+            want = lib.algorithm_env(name)
+            wrong = {k: v for k, v in want.items() if os.environ.get(k) != v}
+            if wrong:
+                raise RuntimeError(
+                    f"{lib.display} algorithm {name!r} must be forced at launch; missing settings: "
+                    + ", ".join(f"{k}={v}" for k, v in wrong.items())
+                )
+    dtype = np.dtype(plan.dtype)
+    knobs = knobs_in_force()
+    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    rows = []
+    points = [(n, s) for n in plan.algorithms for s in plan.sizes]
+    bar = None
+    if progress and rank == 0:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(points), desc=f"{lib.name} {size} ranks", unit="size", file=sys.stderr)
+    for name, nbytes in points:
+        alg = algorithm(lib.name, name)
+        count = nbytes // dtype.itemsize
+        if applicable(alg, ranks=size, nodes=nodes, count=count):
+            if bar:
+                bar.update()
+            continue
+        if alg.implementation == "own":
+            own = get_own(name)
+
+            def call(x, y, _own=own):
+                _own(comm, x, y, MPI.SUM)
+        else:
+            def call(x, y):
+                comm.Allreduce(x, y, op=MPI.SUM)
+
+        x = (np.arange(count) % 7 + rank + 1).astype(dtype)
+        y = np.zeros_like(x)
+        expected = (np.arange(count) % 7 * size + size * (size + 1) // 2).astype(dtype)
+        iters = iterations_for(nbytes, plan.iterations)
+        for _ in range(warmup_for(iters, plan.warmup)):
+            call(x, y)
+        total = 0.0
+        for _ in range(iters):
+            comm.Barrier()
+            t0 = MPI.Wtime()
+            call(x, y)
+            total += MPI.Wtime() - t0
+            if plan.validate and not np.array_equal(y, expected):
+                bad = int(np.flatnonzero(y != expected)[0])
+                raise RuntimeError(
+                    f"validation failed: {lib.display} {name} size {nbytes} B rank {rank}: "
+                    f"element {bad} is {y[bad]!r}, expected {expected[bad]!r}"
+                )
+        mean_us = total / iters * 1e6
+        stats = comm.gather(mean_us, root=0)
+        if rank == 0:
+            rows.append({
+                "library": lib.name, "library_version": version, "algorithm": name,
+                "implementation": alg.implementation, "ranks": size, "nodes": nodes, "hostname": hosts[0],
+                "dtype": dtype.name, "size_bytes": nbytes, "iterations": iters,
+                "avg_us": f"{sum(stats) / len(stats):.3f}", "min_us": f"{min(stats):.3f}",
+                "max_us": f"{max(stats):.3f}", "knobs": knobs, "started_at": started,
+            })
+        if bar:
+            bar.update()
+    if bar:
+        bar.close()
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------- driver
+
+
+def launches(plan: Plan) -> list[list[str]]:
+    """Algorithm groups that can share one launch: each forced native algorithm alone, all ours together."""
+    native = [[n] for n in plan.algorithms if n not in OWN_ALGORITHMS]
+    own = [n for n in plan.algorithms if n in OWN_ALGORITHMS]
+    return native + ([own] if own else [])
+
+
+def inner_argv(plan: Plan, names: list[str], out: Path) -> list[str]:
+    argv = ["-m", "ardlab.cli", "bench", "allreduce", "--in-mpi", "--library", plan.library,
+            "--algorithm", ",".join(names), "--sizes", ",".join(map(str, plan.sizes)),
+            "--dtype", plan.dtype, "--output", str(out), "--no-progress"]
+    if plan.iterations is not None:
+        argv += ["--iterations", str(plan.iterations)]
+    if plan.warmup is not None:
+        argv += ["--warmup", str(plan.warmup)]
+    if plan.validate:
+        argv.append("--validate")
+    if plan.skip_inapplicable:
+        argv.append("--skip-inapplicable")
+    return argv
+
+
+def drive(plan: Plan, output: Path, *, timeout: float | None = None, progress: bool = True) -> Path:
+    """Launch the plan under the library's launcher and write one CSV atomically at `output`."""
+    import csv
+
+    from tqdm import tqdm
+
+    launch.require_env(plan.library)
+    groups = launches(plan)
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="ardlab-bench-") as tmp:
+        bar = tqdm(groups, desc=f"{plan.library} x{plan.ranks}", unit="launch", disable=not progress,
+                   file=sys.stderr)
+        for i, names in enumerate(bar):
+            bar.set_postfix_str(",".join(names)[:40])
+            part = Path(tmp) / f"part{i}.csv"
+            alg = names[0] if names[0] not in OWN_ALGORITHMS else DEFAULT
+            proc = launch.run(plan.library, plan.ranks, inner_argv(plan, names, part), algorithm=alg,
+                              timeout=timeout)
+            if proc.returncode != 0:
+                raise RuntimeError(
+                    f"{library(plan.library).display} benchmark of {', '.join(names)} failed "
+                    f"(exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}"
+                )
+            with open(part, newline="") as f:
+                rows.extend(csv.DictReader(f))
+    return write_csv_atomic(output, BENCH_COLUMNS, rows)
+

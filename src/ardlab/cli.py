@@ -1,0 +1,140 @@
+"""The `ardlab` command line: info, probe, bench allreduce (more subcommands join as they land)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ardlab.comm.libraries import DEFAULT, LIBRARIES, OWN_ALGORITHMS, env_prefix
+
+
+def _info(args: argparse.Namespace) -> int:
+    for lib in LIBRARIES.values():
+        prefix = env_prefix(lib.name)
+        installed = (prefix / "bin" / "mpiexec").exists()
+        print(f"{lib.display} [{lib.name}]  packages: {' '.join(lib.pip_packages)}")
+        print(f"  environment: {prefix} ({'installed' if installed else 'missing'})")
+        print(f"  launcher: mpiexec {' '.join(lib.launcher_flags)} -n N"
+              + (f"   env: {' '.join(f'{k}={v}' for k, v in lib.launcher_env.items())}" if lib.launcher_env else ""))
+        print(f"  forcing adds: {' '.join(f'{k}={v}' for k, v in lib.force_env.items()) or '-'}")
+        print(f"  cluster launch: {lib.pmi}")
+        for alg in lib.algorithms.values():
+            env = " ".join(f"{k}={v}" for k, v in alg.env.items()) or "(nothing forced)"
+            extra = "; ".join(filter(None, [", ".join(alg.constraints()), alg.note]))
+            print(f"    {alg.name:30s} {env}" + (f"   [{extra}]" if extra else ""))
+    print("Our own algorithms (any library):")
+    for alg in OWN_ALGORITHMS.values():
+        extra = ", ".join(alg.constraints())
+        print(f"    {alg.name:30s} {alg.description}" + (f"   [{extra}]" if extra else ""))
+    return 0
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from ardlab.comm.probe import probe
+
+    hits = probe(args.library, args.algorithm, ranks=args.ranks, noncommutative=args.noncommutative)
+    for key, n in sorted(hits.items()):
+        print(f"{n:6d}  {key}")
+    if not hits:
+        print("no algorithm function or fallback message observed")
+    return 0
+
+
+def _bench_allreduce(args: argparse.Namespace) -> int:
+    from ardlab.bench import allreduce as bench
+    from ardlab.bench.sizes import parse_sizes
+
+    sizes = parse_sizes(args.sizes)
+    names = args.algorithm.split(",") if args.algorithm else None
+    if args.in_mpi:
+        from mpi4py import MPI
+
+        from ardlab.analysis.columns import BENCH_COLUMNS, write_csv_atomic
+        from ardlab.comm import detect
+
+        lib, _ = detect(MPI.Get_library_version())
+        if args.library and args.library != lib.name:
+            raise ValueError(f"--library {args.library} given, but this process runs {lib.display}")
+        nodes = len(set(MPI.COMM_WORLD.allgather(MPI.Get_processor_name())))
+        plan = bench.make_plan(lib.name, algorithm_names=names, sweep=args.sweep, sizes=sizes,
+                               ranks=MPI.COMM_WORLD.Get_size(), nodes=nodes, dtype=args.dtype,
+                               iterations=args.iterations, warmup=args.warmup, validate=args.validate,
+                               own=not args.no_own, skip_inapplicable=args.skip_inapplicable)
+        rows = bench.measure(plan, progress=not args.no_progress)
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            out = args.output or default_bench_output(lib.name, names, args.sweep, plan.ranks)
+            write_csv_atomic(out, BENCH_COLUMNS, rows)
+        return 0
+    if not args.library:
+        raise ValueError(f"--library is required (one of: {', '.join(LIBRARIES)}) unless --in-mpi")
+    plan = bench.make_plan(args.library, algorithm_names=names, sweep=args.sweep, sizes=sizes, ranks=args.ranks,
+                           dtype=args.dtype, iterations=args.iterations, warmup=args.warmup,
+                           validate=args.validate, own=not args.no_own)
+    out = args.output or default_bench_output(args.library, names, args.sweep, args.ranks)
+    path = bench.drive(plan, Path(out), timeout=args.timeout, progress=not args.no_progress)
+    print(f"wrote {path}")
+    return 0
+
+
+def default_bench_output(library: str, names: list[str] | None, sweep: bool, ranks: int) -> Path:
+    label = "sweep" if sweep else "-".join(names or [DEFAULT])
+    return Path("results/raw/microbench") / library / label / f"ranks{ranks}.csv"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ardlab.bench.allreduce import DTYPES
+    from ardlab.bench.sizes import DEFAULT_SIZES
+
+    p = argparse.ArgumentParser(prog="ardlab", description="Which MPI library and Allreduce algorithm make "
+                                "data-parallel CNN training fastest here? Measured.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("info", help="the library/algorithm table and which environments are installed")
+    s.set_defaults(func=_info)
+
+    s = sub.add_parser("probe", help="show which internal Allreduce algorithm a forced setting really runs")
+    s.add_argument("--library", required=True, choices=list(LIBRARIES))
+    s.add_argument("--algorithm", default=DEFAULT)
+    s.add_argument("--ranks", type=int, default=4)
+    s.add_argument("--noncommutative", action="store_true",
+                   help="use a non-commutative op (MPICH: makes commutative-only algorithms report fallback)")
+    s.set_defaults(func=_probe)
+
+    bench = sub.add_parser("bench", help="microbenchmarks")
+    bsub = bench.add_subparsers(dest="bench", required=True)
+    s = bsub.add_parser("allreduce", help="Allreduce latency per message size (OSU/IMB method)")
+    s.add_argument("--library", help=f"one of {', '.join(LIBRARIES)} (detected with --in-mpi)")
+    s.add_argument("--ranks", type=int, default=2, help="processes to launch (driver mode)")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--algorithm", help="comma list of native algorithms of the library and/or own_* (default: default)")
+    g.add_argument("--sweep", action="store_true", help="every algorithm that applies here, native and own")
+    s.add_argument("--no-own", action="store_true", help="with --sweep: native algorithms only")
+    s.add_argument("--sizes", default=DEFAULT_SIZES, help="bytes: list '4,1K,64M' and/or ranges 'LO:HI[:xF]'")
+    s.add_argument("--dtype", default="float32", choices=DTYPES)
+    s.add_argument("--iterations", type=int, help="timed calls per size (default: by size, OSU-like)")
+    s.add_argument("--warmup", type=int, help="untimed calls per size (default: a tenth of the timed ones)")
+    s.add_argument("--validate", action="store_true", help="check every result against the exact sum")
+    s.add_argument("--output", help="CSV path (default results/raw/microbench/<library>/<algorithm>/ranks<N>.csv)")
+    s.add_argument("--timeout", type=float, help="seconds per launch before it is killed (driver mode)")
+    s.add_argument("--in-mpi", action="store_true", help="already started by mpiexec/srun: measure in place")
+    s.add_argument("--skip-inapplicable", action="store_true",
+                   help="skip sizes an algorithm cannot run instead of failing (as --sweep does)")
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(func=_bench_allreduce)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
+        print(f"ardlab: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # output piped into `head` and the like
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

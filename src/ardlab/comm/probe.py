@@ -1,0 +1,140 @@
+"""Prove, by the library's own behaviour, which Allreduce algorithm actually runs.
+
+Setting a variable proves nothing; these probes watch the library:
+
+- symbols (Open MPI, Intel MPI): every rank runs under gdb with a breakpoint on each internal algorithm
+  function named in the table (``Algorithm.symbol``); each hit prints a line, and we count them.
+- fallback (MPICH, whose PyPI build is stripped): with ``MPIR_CVAR_COLLECTIVE_FALLBACK=print`` MPICH prints
+  "<coll> <algorithm> cannot be applied" for every call where the forced algorithm does not apply; a
+  non-commutative op makes commutative-only algorithms (ring, ...) print, which shows the knob arrived.
+
+    python -m ardlab.comm.probe LIBRARY ALGORITHM [--ranks N] [--noncommutative]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from ardlab.comm import launch
+from ardlab.comm.libraries import DEFAULT, library
+
+HIT = "ARDLAB-HIT"
+MARK = "ARDLAB-PROBE-START"
+_FALLBACK_RE = re.compile(r"Allreduce (\w+) cannot be applied")
+
+
+def symbols(library_name: str) -> list[str]:
+    """The internal algorithm functions the table names for this library."""
+    return sorted({a.symbol for a in library(library_name).algorithms.values() if a.symbol})
+
+
+def gdb_script(syms: list[str]) -> str:
+    lines = ["set breakpoint pending on", "set pagination off", "set confirm off"]
+    for s in syms:
+        lines += [f"break {s}", "commands", "silent", f'printf "{HIT} {s}\\n"', "continue", "end"]
+    return "\n".join(lines + ["run", "quit", ""])
+
+
+def _worker(count: int, calls: int, noncommutative: bool) -> None:
+    import numpy as np
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    op = MPI.SUM
+    if noncommutative:
+        op = MPI.Op.Create(lambda a, b, dt: None, commute=False)  # a no-op, declared non-commutative
+    x = np.ones(count, np.float32)
+    y = np.empty_like(x)
+    comm.Barrier()
+    print(MARK, flush=True)
+    for _ in range(calls):
+        comm.Allreduce(x, y, op=op)
+
+
+def probe(
+    library_name: str,
+    algorithm: str,
+    *,
+    ranks: int = 4,
+    count: int = 4096,
+    calls: int = 3,
+    noncommutative: bool = False,
+    timeout: float = 300,
+) -> Counter:
+    """Run `calls` Allreduces of `count` floats with `algorithm` forced; count what the library reports.
+
+    Returns a Counter: internal symbol -> hits (symbol probes, all ranks) or, for MPICH,
+    "fallback:<algorithm>" -> messages printed after the start mark.
+    """
+    lib = library(library_name)
+    argv = ["-m", "ardlab.comm.probe", "--worker", "--count", str(count), "--calls", str(calls)]
+    if noncommutative:
+        argv.append("--noncommutative")
+    syms = symbols(library_name)
+    with tempfile.TemporaryDirectory(prefix="ardlab-probe-") as tmp:
+        extra = {}
+        if syms:
+            gdb = shutil.which("gdb")
+            if gdb is None:
+                raise FileNotFoundError("gdb is needed to probe Open MPI and Intel MPI (apt-get install gdb)")
+            script = Path(tmp) / "probe.gdb"
+            script.write_text(gdb_script(syms))
+            cmd, env = launch.command(library_name, ranks, argv, algorithm=algorithm)
+            # Insert gdb between the launcher and the Python interpreter.
+            py = cmd.index(str(launch.python_of(library_name)))
+            cmd = [*cmd[:py], gdb, "-q", "-batch", "-nx", "-x", str(script), "--args", *cmd[py:]]
+        else:
+            extra["MPIR_CVAR_COLLECTIVE_FALLBACK"] = "print"
+            cmd, env = launch.command(library_name, ranks, argv, algorithm=algorithm, extra_env=extra)
+        proc = subprocess.run(cmd, env=env, text=True, capture_output=True, timeout=timeout)
+    out = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        raise RuntimeError(f"{lib.display} probe of {algorithm!r} failed (exit {proc.returncode}):\n{out[-3000:]}")
+    hits: Counter = Counter()
+    if syms:
+        for line in out.splitlines():
+            if line.startswith(HIT):
+                hits[line.split()[1]] += 1
+    else:
+        started = False
+        for line in out.splitlines():
+            started = started or MARK in line
+            m = _FALLBACK_RE.search(line)
+            if started and m:
+                hits[f"fallback:{m.group(1)}"] += 1
+    return hits
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ardlab.comm.probe", description=__doc__.splitlines()[0])
+    p.add_argument("library", nargs="?")
+    p.add_argument("algorithm", nargs="?", default=DEFAULT)
+    p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("--count", type=int, default=4096)
+    p.add_argument("--calls", type=int, default=3)
+    p.add_argument("--noncommutative", action="store_true")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.worker:
+        _worker(a.count, a.calls, a.noncommutative)
+        return 0
+    if not a.library:
+        p.error("LIBRARY is required")
+    hits = probe(a.library, a.algorithm, ranks=a.ranks, count=a.count, calls=a.calls,
+                 noncommutative=a.noncommutative)
+    for key, n in sorted(hits.items()):
+        print(f"{n:6d}  {key}")
+    if not hits:
+        print("no algorithm function or fallback message observed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
