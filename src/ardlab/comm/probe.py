@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -53,7 +54,12 @@ def _worker(count: int, calls: int, noncommutative: bool) -> None:
     x = np.ones(count, np.float32)
     y = np.empty_like(x)
     comm.Barrier()
-    print(MARK, flush=True)
+    # The mark goes to stderr, where MPICH prints its fallback messages, so one rank's lines stay in order;
+    # the barriers and the pause let every rank's mark reach the launcher before any timed call starts.
+    print(MARK, file=sys.stderr, flush=True)
+    comm.Barrier()
+    time.sleep(0.2)
+    comm.Barrier()
     for _ in range(calls):
         comm.Allreduce(x, y, op=op)
 
@@ -103,11 +109,11 @@ def probe(
             if line.startswith(HIT):
                 hits[line.split()[1]] += 1
     else:
-        started = False
-        for line in out.splitlines():
-            started = started or MARK in line
+        marks = 0  # count messages only once every rank has passed its start mark
+        for line in proc.stderr.splitlines():
+            marks += line.count(MARK)
             m = _FALLBACK_RE.search(line)
-            if started and m:
+            if marks >= ranks and m:
                 hits[f"fallback:{m.group(1)}"] += 1
     return hits
 

@@ -1,0 +1,111 @@
+"""`ardlab bench allreduce`: real sweeps on every library, tidy CSV, clear errors, atomic output."""
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ardlab.analysis.columns import BENCH_COLUMNS, write_csv_atomic
+from ardlab.comm import algorithms
+from conftest import ardlab
+
+SIZES = "4,64,4K,64K,1M"
+
+
+def read(path):
+    with open(path, newline="") as f:
+        r = csv.DictReader(f)
+        assert r.fieldnames == BENCH_COLUMNS
+        return list(r)
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_sweep_validate(library, ranks, tmp_path):
+    out = tmp_path / "sweep.csv"
+    ardlab("bench", "allreduce", "--library", library, "--ranks", ranks, "--sweep", "--validate",
+           "--sizes", SIZES, "--iterations", 5, "--warmup", 1, "--output", out, "--no-progress")
+    rows = read(out)
+    measured = {r["algorithm"] for r in rows}
+    table = algorithms(library)
+    # Everything applicable on one node is measured; several-node algorithms are left out.
+    assert measured == {n for n, a in table.items() if not a.multi_node_only}
+    for r in rows:
+        assert r["library"] == library and int(r["ranks"]) == ranks and r["nodes"] == "1"
+        assert r["implementation"] == table[r["algorithm"]].implementation
+        assert 0 < float(r["min_us"]) <= float(r["avg_us"]) <= float(r["max_us"])
+        if r["implementation"] == "native" and r["algorithm"] != "default":
+            for k, v in table[r["algorithm"]].env.items():
+                assert f"{k}={v}" in r["knobs"]
+    sizes = {int(r["size_bytes"]) for r in rows if r["algorithm"] == "own_ring"}
+    assert sizes == {4, 64, 4096, 65536, 1 << 20}
+
+
+def test_in_mpi_mode_under_own_launcher(tmp_path):
+    """The cluster path: the launcher (here mpiexec; srun on clusters) starts `ardlab bench --in-mpi`."""
+    from conftest import mpirun
+
+    out = tmp_path / "inner.csv"
+    mpirun("openmpi", 3, ["-m", "ardlab.cli", "bench", "allreduce", "--in-mpi", "--algorithm", "ring,own_rabenseifner",
+                          "--sizes", "4K,64K", "--iterations", 3, "--validate", "--output", out, "--no-progress"],
+           algorithm="ring")
+    rows = read(out)
+    assert [(r["algorithm"], r["size_bytes"]) for r in rows] == [
+        ("ring", "4096"), ("ring", "65536"), ("own_rabenseifner", "4096"), ("own_rabenseifner", "65536")]
+
+
+def test_in_mpi_refuses_an_unforced_native_algorithm(tmp_path):
+    from ardlab.comm import launch
+
+    proc = launch.run("mpich", 2, ["-m", "ardlab.cli", "bench", "allreduce", "--in-mpi", "--algorithm", "ring",
+                                   "--sizes", "4K", "--output", tmp_path / "x.csv", "--no-progress"])
+    assert proc.returncode != 0
+    assert "must be forced at launch; missing settings: MPIR_CVAR_DEVICE_COLLECTIVES=none" in proc.stderr
+    assert not (tmp_path / "x.csv").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--library", "mvapich"], "unknown MPI library 'mvapich'; valid: mpich, openmpi, intelmpi"),
+    (["--library", "mpich", "--algorithm", "bogus"], "unknown Allreduce algorithm 'bogus' for MPICH; valid: default"),
+    (["--library", "mpich", "--algorithm", "smp"], "'smp' needs several nodes"),
+    (["--library", "mpich", "--ranks", "4", "--algorithm", "reduce_scatter_allgather", "--sizes", "4"],
+     "needs count >= largest power of two <= ranks (= 4 at 4 ranks); got count=1 (message size 4 B)"),
+    (["--library", "mpich", "--sizes", "4,12Q"], "cannot parse message size '12Q'"),
+    (["--library", "mpich", "--ranks", "0"], "ranks must be >= 1, got 0"),
+    (["--library", "mpich", "--sizes", "6"], "message sizes [6] are not multiples of the float32 element size"),
+    ([], "--library is required"),
+])
+def test_bad_input_is_named(args, message, tmp_path):
+    proc = ardlab("bench", "allreduce", *args, "--output", tmp_path / "x.csv", check=False, timeout=60)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_killed_run_leaves_no_result(tmp_path):
+    out = tmp_path / "killed.csv"
+    proc = subprocess.Popen([sys.executable, "-m", "ardlab.cli", "bench", "allreduce", "--library", "mpich",
+                             "--ranks", "2", "--sweep", "--sizes", "4:1M", "--output", str(out), "--no-progress"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    time.sleep(3)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".csv")]
+
+
+def test_atomic_writer_keeps_the_old_file_on_error(tmp_path):
+    out = tmp_path / "r.csv"
+    out.write_text("previous good result\n")
+
+    def rows():
+        yield {c: 1 for c in BENCH_COLUMNS}
+        raise RuntimeError("run died midway")
+
+    with pytest.raises(RuntimeError):
+        write_csv_atomic(out, BENCH_COLUMNS, rows())
+    assert out.read_text() == "previous good result\n"
+    assert list(tmp_path.iterdir()) == [out]
