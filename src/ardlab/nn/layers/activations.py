@@ -1,0 +1,59 @@
+"""Activations: ReLU, LeakyReLU, Sigmoid, Tanh, Softmax (elementwise, in place where safe)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ardlab.nn.layers.base import Layer
+
+
+class ReLU(Layer):
+    def forward(self, x, training=False):
+        self.mask = x > 0
+        return np.maximum(x, 0)
+
+    def backward(self, dy):
+        return dy * self.mask
+
+
+class LeakyReLU(Layer):
+    def __init__(self, alpha: float = 0.3, name=None):
+        super().__init__(name)
+        self.alpha = alpha
+
+    def forward(self, x, training=False):
+        self.mask = x > 0
+        return np.where(self.mask, x, self.alpha * x).astype(x.dtype)
+
+    def backward(self, dy):
+        return np.where(self.mask, dy, self.alpha * dy).astype(dy.dtype)
+
+
+class Sigmoid(Layer):
+    def forward(self, x, training=False):
+        self.y = 0.5 * (1 + np.tanh(0.5 * x))  # stable for large |x|
+        return self.y
+
+    def backward(self, dy):
+        return dy * self.y * (1 - self.y)
+
+
+class Tanh(Layer):
+    def forward(self, x, training=False):
+        self.y = np.tanh(x)
+        return self.y
+
+    def backward(self, dy):
+        return dy * (1 - self.y * self.y)
+
+
+class Softmax(Layer):
+    """Softmax over the last axis. For training, prefer the fused loss (losses.SoftmaxCrossEntropy)."""
+
+    def forward(self, x, training=False):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        self.y = e / e.sum(axis=-1, keepdims=True)
+        return self.y
+
+    def backward(self, dy):
+        return self.y * (dy - (dy * self.y).sum(axis=-1, keepdims=True))

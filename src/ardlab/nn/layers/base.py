@@ -1,0 +1,80 @@
+"""The layer protocol and the symbolic graph that models are built from.
+
+A layer has ``build(input_shape) -> output_shape`` (shapes exclude the batch dimension),
+``forward(x, training) -> y`` and ``backward(dy) -> dx``; its parameters and their gradients sit side by side
+in ``params`` and ``grads`` (same keys, same shapes). Calling a layer on a ``Tensor`` records the graph:
+
+    x = Input((32, 32, 3)); y = ReLU()(Conv2D(16, 3)(x)); model = Model(x, y)
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+_ids = itertools.count()
+
+
+class Tensor:
+    """A symbolic value in the graph: which layer makes it from which inputs, and its shape."""
+
+    def __init__(self, layer: "Layer | None", inputs: tuple["Tensor", ...], shape: tuple[int, ...]):
+        self.layer, self.inputs, self.shape = layer, inputs, tuple(int(s) for s in shape)
+        self.id = next(_ids)
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.layer.name if self.layer else 'input'}, shape={self.shape})"
+
+
+class Layer:
+    """Base class: subclasses implement build/forward/backward and fill params/grads."""
+
+    multi_input = False  # Add / Concatenate take a list of inputs
+    _counter: dict[str, itertools.count] = {}
+
+    def __init__(self, name: str | None = None):
+        cls = type(self).__name__.lower()
+        self.name = name or f"{cls}_{next(Layer._counter.setdefault(cls, itertools.count()))}"
+        self.params: dict[str, np.ndarray] = {}
+        self.grads: dict[str, np.ndarray] = {}
+        self.dtype = np.float32
+        self.built = False
+
+    def __call__(self, *inputs: Tensor) -> Tensor:
+        if self.built:
+            raise ValueError(f"layer {self.name} is already used in a graph; create a new layer")
+        if not self.multi_input and len(inputs) != 1:
+            raise ValueError(f"layer {self.name} takes one input, got {len(inputs)}")
+        shapes = [t.shape for t in inputs]
+        out = self.build(shapes if self.multi_input else shapes[0])
+        self.built = True
+        return Tensor(self, tuple(inputs), out)
+
+    def add_param(self, name: str, value: np.ndarray) -> np.ndarray:
+        self.params[name] = np.ascontiguousarray(value, dtype=self.dtype)
+        self.grads[name] = np.zeros_like(self.params[name])
+        return self.params[name]
+
+    def build(self, input_shape):  # -> output shape
+        return input_shape
+
+    def forward(self, x, training: bool = False):
+        raise NotImplementedError
+
+    def backward(self, dy):
+        raise NotImplementedError
+
+    def set_dtype(self, dtype) -> None:
+        self.dtype = np.dtype(dtype).type
+        for k in self.params:
+            self.params[k] = self.params[k].astype(self.dtype)
+            self.grads[k] = np.zeros_like(self.params[k])
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name})"
+
+
+def Input(shape) -> Tensor:
+    """The graph's input placeholder (shape without the batch dimension)."""
+    return Tensor(None, (), tuple(shape))

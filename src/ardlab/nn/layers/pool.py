@@ -1,0 +1,85 @@
+"""Pooling (NHWC): MaxPool2D, AveragePool2D (vectorised over windows), GlobalAveragePool."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ardlab.nn.layers.base import Layer
+from ardlab.nn.layers.conv import _pair, col2im, out_and_pads, windows
+
+
+class _Pool2D(Layer):
+    def __init__(self, pool_size=2, strides=None, padding: str = "valid", name=None):
+        super().__init__(name)
+        self.k = _pair(pool_size)
+        self.s = _pair(strides) if strides is not None else self.k
+        if padding not in ("same", "valid"):
+            raise ValueError(f"{self.name}: padding must be 'same' or 'valid', got {padding!r}")
+        self.padding = padding
+
+    def build(self, input_shape):
+        if len(input_shape) != 3:
+            raise ValueError(f"{self.name}: pooling needs (H, W, C) input, got {input_shape}")
+        h, w, c = input_shape
+        ho, wo, self.pads = out_and_pads(h, w, self.k, self.s, self.padding)
+        return (ho, wo, c)
+
+    def _windows(self, x, fill):
+        n, h, w, c = x.shape
+        ho, wo, pads = out_and_pads(h, w, self.k, self.s, self.padding)
+        pt, pb, pl, pr = pads
+        xp = np.pad(x, ((0, 0), (pt, pb), (pl, pr), (0, 0)), constant_values=fill) if any(pads) else x
+        self.x_shape, self.xp_shape, self.ho, self.wo, self.pads = x.shape, xp.shape, ho, wo, pads
+        return windows(xp, self.k, self.s, ho, wo)  # (N, Ho, Wo, kh, kw, C)
+
+    def _crop(self, dxp):
+        pt, _, pl, _ = self.pads
+        return dxp[:, pt : pt + self.x_shape[1], pl : pl + self.x_shape[2], :]
+
+
+class MaxPool2D(_Pool2D):
+    def forward(self, x, training=False):
+        win = self._windows(x, -np.inf)
+        n, ho, wo, kh, kw, c = win.shape
+        flat = win.reshape(n, ho, wo, kh * kw, c)
+        self.arg = flat.argmax(axis=3)
+        return np.take_along_axis(flat, self.arg[:, :, :, None, :], axis=3)[:, :, :, 0, :]
+
+    def backward(self, dy):
+        kk = self.k[0] * self.k[1]
+        taps = np.arange(kk).reshape(1, 1, 1, kk, 1)
+        dcols = np.where(self.arg[:, :, :, None, :] == taps, dy[:, :, :, None, :], 0).astype(dy.dtype)
+        n, ho, wo, _, c = dcols.shape
+        dcols = dcols.reshape(n, ho, wo, self.k[0], self.k[1], c)
+        return self._crop(col2im(dcols, self.xp_shape, self.k, self.s, ho, wo))
+
+
+class AveragePool2D(_Pool2D):
+    """Average over the window; with 'same' padding, padded cells are not counted (as TensorFlow)."""
+
+    def forward(self, x, training=False):
+        ones = np.ones((1,) + x.shape[1:3] + (1,), dtype=x.dtype)
+        self.count = self._windows(ones, 0).sum(axis=(3, 4))  # (1, Ho, Wo, 1): cells inside the image
+        win = self._windows(x, 0)
+        return win.sum(axis=(3, 4)) / self.count
+
+    def backward(self, dy):
+        g = (dy / self.count)[:, :, :, None, None, :]
+        n, ho, wo, c = dy.shape
+        dcols = np.broadcast_to(g, (n, ho, wo, self.k[0], self.k[1], c))
+        return self._crop(col2im(dcols, self.xp_shape, self.k, self.s, ho, wo))
+
+
+class GlobalAveragePool(Layer):
+    def build(self, input_shape):
+        if len(input_shape) != 3:
+            raise ValueError(f"{self.name}: needs (H, W, C) input, got {input_shape}")
+        return (input_shape[2],)
+
+    def forward(self, x, training=False):
+        self.x_shape = x.shape
+        return x.mean(axis=(1, 2))
+
+    def backward(self, dy):
+        n, h, w, c = self.x_shape
+        return np.broadcast_to((dy / (h * w))[:, None, None, :], self.x_shape).copy()

@@ -1,0 +1,27 @@
+"""Model zoo: short functions composing layers. ``get(name, input_shape, classes)`` builds one."""
+
+from __future__ import annotations
+
+from ardlab.nn.models import cnn, resnet
+
+MODELS = {
+    "simplecnn": cnn.simplecnn,
+    "lenet5": cnn.lenet5,
+    "alexnet": cnn.alexnet_cifar,
+    "vgg11": lambda s, c: cnn.vgg(s, c, 11, bn=False),
+    "vgg11bn": lambda s, c: cnn.vgg(s, c, 11, bn=True),
+    "vgg16": lambda s, c: cnn.vgg(s, c, 16, bn=False),
+    "vgg16bn": lambda s, c: cnn.vgg(s, c, 16, bn=True),
+    "resnet20": lambda s, c: resnet.resnet_cifar(s, c, 20),
+    "resnet32": lambda s, c: resnet.resnet_cifar(s, c, 32),
+    "resnet56": lambda s, c: resnet.resnet_cifar(s, c, 56),
+    "mobilenetv1": cnn.mobilenet_v1,
+}
+
+
+def get(name: str, input_shape, classes: int):
+    try:
+        build = MODELS[name]
+    except KeyError:
+        raise ValueError(f"unknown model {name!r}; valid: {', '.join(MODELS)}") from None
+    return build(tuple(input_shape), classes)
