@@ -77,6 +77,53 @@ def _bench_allreduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train(args: argparse.Namespace) -> int:
+    from ardlab.comm.libraries import OWN_ALGORITHMS, algorithm
+    from ardlab.nn import PARALLEL_MODES as MODES
+
+    if args.parallel_mode not in MODES:
+        raise ValueError(f"unknown parallel mode {args.parallel_mode!r}; valid: {', '.join(MODES)}")
+    if args.in_mpi:
+        import os
+
+        from mpi4py import MPI
+
+        from ardlab.analysis.columns import TRAIN_COLUMNS, write_csv_atomic
+        from ardlab.comm import detect, forced_algorithm
+        from ardlab.nn.trainer import TrainConfig, run
+
+        lib, _ = detect(MPI.Get_library_version())
+        own = args.algorithm if args.algorithm in OWN_ALGORITHMS else None
+        cfg = TrainConfig(
+            model=args.model, dataset=args.dataset, data_path=args.data_path,
+            input_shape=tuple(int(v) for v in args.input_shape.split("x")) if args.input_shape else None,
+            classes=args.classes, batch_per_rank=args.batch_per_rank, global_batch=args.global_batch,
+            epochs=args.epochs, steps=args.steps, optimizer=args.optimizer, lr=args.lr, momentum=args.momentum,
+            weight_decay=args.weight_decay, warmup_steps=args.warmup_steps, parallel_mode=args.parallel_mode,
+            allreduce=own or "native", algorithm_label=forced_algorithm(lib.name, os.environ),
+            bucket_bytes=int(args.bucket_mb * (1 << 20)), seed=args.seed, augment=args.augment,
+            progress=not args.no_progress)
+        row = run(cfg)
+        row.pop("_model")
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            if args.output:
+                write_csv_atomic(args.output, TRAIN_COLUMNS, [row])
+            print(", ".join(f"{k}={row[k]}" for k in ("model", "library", "algorithm", "parallel_mode", "ranks",
+                                                       "img_per_s", "final_loss", "final_accuracy")))
+        return 0
+    if not args.library:
+        raise ValueError(f"--library is required (one of: {', '.join(LIBRARIES)}) unless --in-mpi")
+    algorithm(args.library, args.algorithm)  # unknown names fail here, before MPI starts
+    from ardlab.comm import launch
+
+    inner = ["-m", "ardlab.cli", "train", "--in-mpi", *args.passthrough]
+    native = args.algorithm if args.algorithm not in OWN_ALGORITHMS else DEFAULT
+    threads = {k: str(args.threads) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    proc = launch.run(args.library, args.ranks, inner, algorithm=native, extra_env=threads, capture=False,
+                      timeout=args.timeout)
+    return proc.returncode
+
+
 def default_bench_output(library: str, names: list[str] | None, sweep: bool, ranks: int) -> Path:
     label = "sweep" if sweep else "-".join(names or [DEFAULT])
     return Path("results/raw/microbench") / library / label / f"ranks{ranks}.csv"
@@ -122,18 +169,68 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip sizes an algorithm cannot run instead of failing (as --sweep does)")
     s.add_argument("--no-progress", action="store_true")
     s.set_defaults(func=_bench_allreduce)
+    s = sub.add_parser("train", help="train a CNN with ardlab.nn, data parallel over MPI")
+    s.add_argument("--library", help=f"one of {', '.join(LIBRARIES)} (detected with --in-mpi)")
+    s.add_argument("--ranks", type=int, default=1)
+    s.add_argument("--algorithm", default=DEFAULT, help="native algorithm of the library, or own_*")
+    s.add_argument("--threads", type=int, default=1, help="BLAS threads per rank")
+    s.add_argument("--timeout", type=float)
+    s.add_argument("--in-mpi", action="store_true", help="already started by mpiexec/srun")
+    s.set_defaults(func=_train)
+    t = s.add_argument_group("training (passed to every rank)")
+    t.add_argument("--model", default="simplecnn")
+    t.add_argument("--dataset", default="synthetic", help="synthetic, digits, mnist, cifar10")
+    t.add_argument("--data-path")
+    t.add_argument("--input-shape", help="synthetic data shape HxWxC (default 32x32x3)")
+    t.add_argument("--classes", type=int, default=10)
+    b = t.add_mutually_exclusive_group()
+    b.add_argument("--batch-per-rank", type=int)
+    b.add_argument("--global-batch", type=int)
+    t.add_argument("--epochs", type=int, default=1)
+    t.add_argument("--steps", type=int)
+    t.add_argument("--optimizer", default="sgd", help="sgd, rmsprop, adam, nadam")
+    t.add_argument("--lr", type=float, default=0.01)
+    t.add_argument("--momentum", type=float, default=0.9)
+    t.add_argument("--weight-decay", type=float, default=0.0)
+    t.add_argument("--warmup-steps", type=int, default=0)
+    t.add_argument("--parallel-mode", default="blocking", help="blocking, nonblocking, bucketed")
+    t.add_argument("--bucket-mb", type=float, default=4.0)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--augment", action="store_true", help="random crop + horizontal flip")
+    t.add_argument("--output", help="summary row CSV (written atomically by rank 0)")
+    t.add_argument("--no-progress", action="store_true")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    args.passthrough = _strip_driver_options(argv)
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError, RuntimeError) as e:
+    except (ValueError, FileNotFoundError, RuntimeError, FloatingPointError) as e:
         print(f"ardlab: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # output piped into `head` and the like
         return 0
+
+
+def _strip_driver_options(argv: list[str]) -> list[str]:
+    """The training options of a `train` command line, without the driver's own (library, ranks, ...)."""
+    drop_with_value = {"--library", "--ranks", "--algorithm", "--threads", "--timeout"}
+    out, skip = [], False
+    for a in argv[1:]:
+        if skip:
+            skip = False
+            continue
+        key = a.split("=", 1)[0]
+        if key in drop_with_value:
+            skip = "=" not in a
+            continue
+        if key == "--in-mpi":
+            continue
+        out.append(a)
+    return out
 
 
 if __name__ == "__main__":

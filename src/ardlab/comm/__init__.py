@@ -13,6 +13,7 @@ from ardlab.comm.libraries import (  # noqa: F401
     algorithms,
     detect,
     env_prefix,
+    forced_algorithm,
     library,
     run_env,
 )

@@ -306,6 +306,15 @@ def run_env(library_name: str, algorithm_name: str) -> dict[str, str]:
     return env
 
 
+def forced_algorithm(library_name: str, environ: Mapping[str, str]) -> str:
+    """The native algorithm whose forcing settings are all present in `environ` (else DEFAULT)."""
+    lib = library(library_name)
+    for name in lib.algorithms:
+        if name != DEFAULT and all(environ.get(k) == v for k, v in lib.algorithm_env(name).items()):
+            return name
+    return DEFAULT
+
+
 def detect(version_string: str) -> tuple[Library, str]:
     """(library, version) from MPI.Get_library_version(); ValueError if none matches."""
     for lib in LIBRARIES.values():
