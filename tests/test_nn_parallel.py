@@ -1,0 +1,59 @@
+"""Data parallelism: 2 and 3 ranks with global batch B reach the weights of 1 rank with batch B.
+
+Every parallel mode (blocking, non-blocking, bucketed) with the native Allreduce and our own; float64,
+tolerance rtol 1e-9 / atol 1e-11 (only the summation order differs). Also: digits convergence >= 97%.
+"""
+
+import csv
+
+import numpy as np
+import pytest
+
+from conftest import PROGRAMS, ardlab, mpirun
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dp") / "ref.npz"
+    mpirun("mpich", 1, [PROGRAMS / "check_data_parallel.py", path])
+    return dict(np.load(path))
+
+
+@pytest.mark.parametrize("library, ranks", [("mpich", 2), ("mpich", 3), ("openmpi", 3), ("intelmpi", 2)])
+def test_data_parallel_equals_one_process(reference, library, ranks, tmp_path):
+    path = tmp_path / "dp.npz"
+    mpirun(library, ranks, [PROGRAMS / "check_data_parallel.py", path])
+    got = dict(np.load(path))
+    assert got.keys() == reference.keys()
+    for key in got:
+        np.testing.assert_allclose(got[key], reference[key], rtol=1e-9, atol=1e-11, err_msg=key)
+
+
+def test_digits_converges(tmp_path):
+    out = tmp_path / "row.csv"
+    ardlab("train", "--library", "mpich", "--ranks", 2, "--model", "simplecnn", "--dataset", "digits",
+           "--global-batch", 32, "--epochs", 6, "--optimizer", "adam", "--lr", 0.002, "--no-progress",
+           "--parallel-mode", "bucketed", "--output", out)
+    (row,) = list(csv.DictReader(open(out)))
+    assert row["framework"] == "ardlab.nn" and row["ranks"] == "2" and row["parallel_mode"] == "bucketed"
+    assert float(row["final_accuracy"]) >= 0.97, row
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "resnet7"], "unknown model 'resnet7'"),
+    (["--dataset", "imagenet22k"], "unknown data set 'imagenet22k'"),
+    (["--optimizer", "lion"], "unknown optimizer 'lion'"),
+    (["--global-batch", "5"], "global batch 5 is not divisible by 2 ranks"),
+    (["--dataset", "mnist"], "needs --data-path"),
+    (["--dataset", "cifar10", "--data-path", "/nonexistent"], "no CIFAR-10 binary batches"),
+    (["--lr", "1e9", "--optimizer", "sgd"], "loss is"),
+    (["--parallel-mode", "async"], "unknown parallel mode 'async'"),
+    (["--algorithm", "bogus"], "unknown Allreduce algorithm 'bogus' for MPICH"),
+])
+def test_bad_training_input(args, message, tmp_path):
+    base = ["train", "--library", "mpich", "--ranks", 2, "--model", "simplecnn", "--dataset", "digits",
+            "--global-batch", 32, "--steps", 30, "--no-progress", "--output", tmp_path / "r.csv"]
+    proc = ardlab(*base, *args, check=False, timeout=120)
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr
+    assert not (tmp_path / "r.csv").exists()
