@@ -1,0 +1,79 @@
+"""Benchmark ardlab.nn on one process: training img/s per model and convolution GFLOP/s vs NumPy's sgemm.
+
+    python -m ardlab.nn.bench [--models alexnet,vgg11,resnet20] [--batch 64] [--steps 5] [--threads 2]
+
+Everything is measured in this one run, so the ratios (conv GFLOP/s / sgemm GFLOP/s) hold on a noisy machine.
+Set the BLAS thread count with --threads (applied through threadpoolctl-free env before NumPy loads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", default="alexnet,vgg11,resnet20")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--threads", type=int, default=2)
+    a = p.parse_args()
+    if "numpy" not in sys.modules:
+        for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[k] = str(a.threads)
+    import numpy as np
+
+    from ardlab.nn import initializers, losses, models, optim
+    from ardlab.nn.layers import Conv2D
+
+    rng = np.random.default_rng(0)
+    m = k = n = 2048
+    A, B = rng.random((m, k), dtype=np.float32), rng.random((k, n), dtype=np.float32)
+    A @ B
+    t = time.perf_counter()
+    for _ in range(5):
+        A @ B
+    sgemm = 5 * 2 * m * n * k / (time.perf_counter() - t) / 1e9
+    print(f"numpy sgemm {m}x{k}x{n}: {sgemm:.1f} GFLOP/s ({a.threads} threads)")
+    for name in a.models.split(","):
+        initializers.seed(0)
+        model = models.get(name, (32, 32, 3), 10)
+        x = rng.random((a.batch, 32, 32, 3), dtype=np.float32)
+        y = rng.integers(0, 10, a.batch)
+        opt, loss = optim.SGD(0.01, 0.9), losses.get("categorical_crossentropy")
+        conv_t = {}
+        for layer in model.layers:  # time conv forward + backward per layer
+            if isinstance(layer, Conv2D):
+                f, b = layer.forward, layer.backward
+
+                def tf(xx, training=False, _f=f, _l=layer):
+                    t0 = time.perf_counter(); r = _f(xx, training); conv_t[_l.name] = conv_t.get(_l.name, 0) + time.perf_counter() - t0; return r  # noqa: E702
+
+                def tb(dy, _b=b, _l=layer):
+                    t0 = time.perf_counter(); r = _b(dy); conv_t[_l.name] = conv_t.get(_l.name, 0) + time.perf_counter() - t0; return r  # noqa: E702
+                layer.forward, layer.backward = tf, tb
+        flops = 0.0
+        for node in model.nodes:
+            if isinstance(node.layer, Conv2D):
+                L = node.layer
+                ho, wo, f = node.shape
+                flops += 3 * 2 * a.batch * ho * wo * f * L.k[0] * L.k[1] * L.cin / L.groups  # fwd + 2 bwd GEMMs
+        for step in range(a.steps + 1):
+            if step == 1:
+                conv_t.clear()
+                t0 = time.perf_counter()
+            logits = model.forward(x, training=True)
+            _, g = loss(logits, y)
+            model.backward(g)
+            opt.step(model)
+        dt = (time.perf_counter() - t0) / a.steps
+        ct = sum(conv_t.values()) / a.steps
+        print(f"{name:10s} {a.batch / dt:8.1f} img/s   conv {flops / ct / 1e9:6.1f} GFLOP/s = "
+              f"{flops / ct / 1e9 / sgemm:.0%} of sgemm   conv share of step {ct / dt:.0%}")
+
+
+if __name__ == "__main__":
+    main()
