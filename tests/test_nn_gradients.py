@@ -15,6 +15,20 @@ from ardlab.nn.model import Model
 EPS = 1e-6
 
 
+def numerical_grad(f, arr):
+    """Central differences of the scalar f() with respect to every element of arr (perturbed in place)."""
+    num = np.zeros_like(arr)
+    for i in np.ndindex(arr.shape):
+        old = arr[i]
+        arr[i] = old + EPS
+        lp = f()
+        arr[i] = old - EPS
+        lm = f()
+        arr[i] = old
+        num[i] = (lp - lm) / (2 * EPS)
+    return num
+
+
 def check_layer(layer, in_shape, n=2, seed=0, training=True):
     initializers.seed(seed)
     inp = Input(in_shape)
@@ -29,31 +43,9 @@ def check_layer(layer, in_shape, n=2, seed=0, training=True):
     model.forward(x, training)
     dx = layer.backward(w)
     grads = {k: g.copy() for k, g in layer.grads.items()}
-    num = np.zeros_like(x)
-    it = np.nditer(x, flags=["multi_index"])
-    for _ in it:
-        i = it.multi_index
-        old = x[i]
-        x[i] = old + EPS
-        lp = loss(x)
-        x[i] = old - EPS
-        lm = loss(x)
-        x[i] = old
-        num[i] = (lp - lm) / (2 * EPS)
-    np.testing.assert_allclose(dx, num, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(dx, numerical_grad(lambda: loss(x), x), rtol=1e-5, atol=1e-6)
     for k, p in layer.params.items():
-        nump = np.zeros_like(p)
-        it = np.nditer(p, flags=["multi_index"])
-        for _ in it:
-            i = it.multi_index
-            old = p[i]
-            p[i] = old + EPS
-            lp = loss(x)
-            p[i] = old - EPS
-            lm = loss(x)
-            p[i] = old
-            nump[i] = (lp - lm) / (2 * EPS)
-        np.testing.assert_allclose(grads[k], nump, rtol=1e-5, atol=1e-6, err_msg=k)
+        np.testing.assert_allclose(grads[k], numerical_grad(lambda: loss(x), p), rtol=1e-5, atol=1e-6, err_msg=k)
 
 
 @pytest.mark.parametrize("kw, shape", [
@@ -106,16 +98,7 @@ def test_merges_in_a_graph():
     model.forward(x, True)
     model.backward(w)
     conv = model.trainable()[0]
-    k = conv.params["kernel"]
-    num = np.zeros_like(k)
-    for i in np.ndindex(k.shape):
-        old = k[i]
-        k[i] = old + EPS
-        lp = (model.forward(x) * w).sum()
-        k[i] = old - EPS
-        lm = (model.forward(x) * w).sum()
-        k[i] = old
-        num[i] = (lp - lm) / (2 * EPS)
+    num = numerical_grad(lambda: (model.forward(x) * w).sum(), conv.params["kernel"])
     np.testing.assert_allclose(conv.grads["kernel"], num, rtol=1e-5, atol=1e-6)
 
 
@@ -126,16 +109,7 @@ def test_losses(loss):
     z = rng.standard_normal((4, 5)) * 3
     y = rng.integers(0, 5, 4) if loss == "categorical_crossentropy" else rng.integers(0, 2, (4, 5)).astype(float)
     _, g = fn(z, y)
-    num = np.zeros_like(z)
-    for i in np.ndindex(z.shape):
-        old = z[i]
-        z[i] = old + EPS
-        lp, _ = fn(z, y)
-        z[i] = old - EPS
-        lm, _ = fn(z, y)
-        z[i] = old
-        num[i] = (lp - lm) / (2 * EPS)
-    np.testing.assert_allclose(g, num, rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(g, numerical_grad(lambda: fn(z, y)[0], z), rtol=1e-5, atol=1e-8)
 
 
 def test_softmax_cross_entropy_is_stable():

@@ -8,7 +8,7 @@ Setting a variable proves nothing; these probes watch the library:
   "<coll> <algorithm> cannot be applied" for every call where the forced algorithm does not apply; a
   non-commutative op makes commutative-only algorithms (ring, ...) print, which shows the knob arrived.
 
-    python -m ardlab.comm.probe LIBRARY ALGORITHM [--ranks N] [--noncommutative]
+    ardlab probe --library LIBRARY --algorithm ALGORITHM [--ranks N] [--noncommutative]
 """
 
 from __future__ import annotations
@@ -119,26 +119,14 @@ def probe(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ardlab.comm.probe", description=__doc__.splitlines()[0])
-    p.add_argument("library", nargs="?")
-    p.add_argument("algorithm", nargs="?", default=DEFAULT)
-    p.add_argument("--ranks", type=int, default=4)
+    """Entry of the probed ranks (`--worker`); users run `ardlab probe`."""
+    p = argparse.ArgumentParser(prog="python -m ardlab.comm.probe", description="probe worker (see ardlab probe)")
+    p.add_argument("--worker", action="store_true", required=True)
     p.add_argument("--count", type=int, default=4096)
     p.add_argument("--calls", type=int, default=3)
     p.add_argument("--noncommutative", action="store_true")
-    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
-    if a.worker:
-        _worker(a.count, a.calls, a.noncommutative)
-        return 0
-    if not a.library:
-        p.error("LIBRARY is required")
-    hits = probe(a.library, a.algorithm, ranks=a.ranks, count=a.count, calls=a.calls,
-                 noncommutative=a.noncommutative)
-    for key, n in sorted(hits.items()):
-        print(f"{n:6d}  {key}")
-    if not hits:
-        print("no algorithm function or fallback message observed")
+    _worker(a.count, a.calls, a.noncommutative)
     return 0
 
 
