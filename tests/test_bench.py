@@ -57,6 +57,16 @@ def test_in_mpi_mode_under_own_launcher(tmp_path):
         ("ring", "4096"), ("ring", "65536"), ("own_rabenseifner", "4096"), ("own_rabenseifner", "65536")]
 
 
+def test_in_mpi_sweep_runs_the_forced_algorithm_and_ours(tmp_path):
+    from conftest import mpirun
+
+    out = tmp_path / "inner-sweep.csv"
+    mpirun("mpich", 2, ["-m", "ardlab.cli", "bench", "allreduce", "--in-mpi", "--sweep", "--sizes", "4,4K",
+                        "--iterations", 3, "--validate", "--output", out, "--no-progress"], algorithm="tree")
+    assert {r["algorithm"] for r in read(out)} == {"tree", "own_ring", "own_recursive_doubling",
+                                                   "own_rabenseifner", "own_binomial"}
+
+
 def test_in_mpi_refuses_an_unforced_native_algorithm(tmp_path):
     from ardlab.comm import launch
 

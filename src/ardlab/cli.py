@@ -57,7 +57,15 @@ def _bench_allreduce(args: argparse.Namespace) -> int:
         if args.library and args.library != lib.name:
             raise ValueError(f"--library {args.library} given, but this process runs {lib.display}")
         nodes = len(set(MPI.COMM_WORLD.allgather(MPI.Get_processor_name())))
-        plan = bench.make_plan(lib.name, algorithm_names=names, sweep=args.sweep, sizes=sizes,
+        sweep = args.sweep
+        if sweep:  # inside one launch only the native algorithm forced at launch can run, plus ours
+            import os
+
+            from ardlab.comm import forced_algorithm
+
+            names = [forced_algorithm(lib.name, os.environ)] + ([] if args.no_own else list(OWN_ALGORITHMS))
+            sweep, args.skip_inapplicable = False, True
+        plan = bench.make_plan(lib.name, algorithm_names=names, sweep=sweep, sizes=sizes,
                                ranks=MPI.COMM_WORLD.Get_size(), nodes=nodes, dtype=args.dtype,
                                iterations=args.iterations, warmup=args.warmup, validate=args.validate,
                                own=not args.no_own, skip_inapplicable=args.skip_inapplicable)
