@@ -44,11 +44,6 @@ class Plan:
     validate: bool = False
     skip_inapplicable: bool = False  # sweeps skip (algorithm, size) points an algorithm cannot run
 
-    def itemsize(self) -> int:
-        import numpy as np
-
-        return np.dtype(self.dtype).itemsize
-
 
 def iterations_for(size_bytes: int, fixed: int | None = None) -> int:
     """OSU-like budget: 1000 calls for small messages, fewer as size grows (at least 10)."""
