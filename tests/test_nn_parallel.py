@@ -29,6 +29,19 @@ def test_data_parallel_equals_one_process(reference, library, ranks, tmp_path):
         np.testing.assert_allclose(got[key], reference[key], rtol=1e-9, atol=1e-11, err_msg=key)
 
 
+@pytest.mark.parametrize("library, algorithm, mode", [("openmpi", "own_ring", "nonblocking"),
+                                                      ("mpich", "ring", "blocking")])
+def test_train_row_names_the_allreduce_used(library, algorithm, mode, tmp_path):
+    out = tmp_path / "row.csv"
+    ardlab("train", "--library", library, "--ranks", 2, "--algorithm", algorithm, "--parallel-mode", mode,
+           "--model", "simplecnn", "--dataset", "synthetic", "--input-shape", "8x8x1", "--global-batch", 16,
+           "--steps", 3, "--no-progress", "--output", out)
+    (row,) = list(csv.DictReader(open(out)))
+    assert (row["library"], row["algorithm"], row["parallel_mode"]) == (library, algorithm, mode)
+    if algorithm == "ring":
+        assert "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=ring" in row["knobs"]
+
+
 def test_digits_converges(tmp_path):
     out = tmp_path / "row.csv"
     ardlab("train", "--library", "mpich", "--ranks", 2, "--model", "simplecnn", "--dataset", "digits",

@@ -225,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _strip_driver_options(argv: list[str]) -> list[str]:
     """The training options of a `train` command line, without the driver's own (library, ranks, ...)."""
-    drop_with_value = {"--library", "--ranks", "--algorithm", "--threads", "--timeout"}
+    # --algorithm stays: the ranks need it to pick our own Allreduce (a native one is forced by the launch env).
+    drop_with_value = {"--library", "--ranks", "--threads", "--timeout"}
     out, skip = [], False
     for a in argv[1:]:
         if skip:
