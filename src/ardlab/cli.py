@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -59,8 +60,6 @@ def _bench_allreduce(args: argparse.Namespace) -> int:
         nodes = len(set(MPI.COMM_WORLD.allgather(MPI.Get_processor_name())))
         sweep = args.sweep
         if sweep:  # inside one launch only the native algorithm forced at launch can run, plus ours
-            import os
-
             from ardlab.comm import forced_algorithm
 
             names = [forced_algorithm(lib.name, os.environ)] + ([] if args.no_own else list(OWN_ALGORITHMS))
@@ -86,14 +85,12 @@ def _bench_allreduce(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from ardlab.comm.libraries import OWN_ALGORITHMS, algorithm
+    from ardlab.comm.libraries import algorithm
     from ardlab.nn import PARALLEL_MODES as MODES
 
     if args.parallel_mode not in MODES:
         raise ValueError(f"unknown parallel mode {args.parallel_mode!r}; valid: {', '.join(MODES)}")
     if args.in_mpi:
-        import os
-
         from mpi4py import MPI
 
         from ardlab.analysis.columns import TRAIN_COLUMNS, write_csv_atomic
@@ -112,7 +109,6 @@ def _train(args: argparse.Namespace) -> int:
             bucket_bytes=int(args.bucket_mb * (1 << 20)), seed=args.seed, augment=args.augment,
             progress=not args.no_progress)
         row = run(cfg)
-        row.pop("_model")
         if MPI.COMM_WORLD.Get_rank() == 0:
             if args.output:
                 write_csv_atomic(args.output, TRAIN_COLUMNS, [row])

@@ -84,12 +84,10 @@ class Model:
             dx = t.layer.backward(g)
             if on_grads is not None and t.layer.params:
                 on_grads(t.layer)
-            if t.inputs[0] is self.input and len(t.inputs) == 1:
-                continue  # the input's gradient is not needed
             dxs = dx if t.layer.multi_input else [dx]
             for i, d in zip(t.inputs, dxs):
                 if i is self.input:
-                    continue
+                    continue  # the input's gradient is not needed
                 grads[i.id] = grads[i.id] + d if i.id in grads else d
 
     def get_weights(self) -> list[np.ndarray]:

@@ -123,7 +123,7 @@ def run(cfg: TrainConfig, comm=None) -> dict:
         part = np.array_split(np.arange(len(test)), size)[rank]
         logits = np.concatenate([model.forward(test.x[part[j:j + 256]]) for j in range(0, len(part), 256)]) \
             if len(part) else np.zeros((0, test.classes))
-        correct = np.array([float((logits.argmax(1) == test.y[part]).sum()) if len(part) else 0.0])
+        correct = np.array([float((logits.argmax(1) == test.y[part]).sum())])
         comm.Allreduce(MPI.IN_PLACE, correct, op=MPI.SUM)
         test_acc = float(correct[0] / len(test))
     return {
@@ -136,5 +136,4 @@ def run(cfg: TrainConfig, comm=None) -> dict:
         "final_loss": f"{final[0]:.6f}",
         "final_accuracy": f"{test_acc if test_acc is not None else final[1]:.4f}",
         "knobs": knobs_in_force(), "started_at": started,
-        "_model": model,
     }
