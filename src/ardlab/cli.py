@@ -128,6 +128,50 @@ def _train(args: argparse.Namespace) -> int:
     return proc.returncode
 
 
+def _train_tf(args: argparse.Namespace) -> int:
+    from ardlab.horovod.train import TFConfig, horovod_env
+
+    knobs = horovod_env(fusion_threshold_mb=args.fusion_threshold_mb, cycle_time_ms=args.cycle_time_ms,
+                        cache_capacity=args.cache_capacity, timeline=args.timeline)
+    if args.in_mpi:
+        from ardlab.analysis.columns import TRAIN_COLUMNS, write_csv_atomic
+        from ardlab.horovod.train import run
+
+        os.environ.update(knobs)  # before hvd.init()
+        threads = args.threads or int(os.environ.get("OMP_NUM_THREADS", "0")) or None
+        cfg = TFConfig(model=args.model, dataset=args.dataset, data_path=args.data_path, image_size=args.image_size,
+                       classes=args.classes, batch_per_rank=args.batch_per_rank, warmup_batches=args.warmup_batches,
+                       batches_per_iter=args.batches_per_iter, iterations=args.iterations,
+                       optimizer=args.optimizer, lr=args.lr, momentum=args.momentum, threads=threads,
+                       seed=args.seed, save_weights=args.save_weights, progress=not args.no_progress)
+        row = run(cfg)
+        if row is not None:  # rank 0
+            if args.output:
+                write_csv_atomic(args.output, TRAIN_COLUMNS, [row])
+            print(", ".join(f"{k}={row[k]}" for k in ("framework", "model", "library", "algorithm", "ranks",
+                                                       "img_per_s", "img_per_s_ci95", "final_loss")))
+        return 0
+    if not args.library:
+        raise ValueError(f"--library is required (one of: {', '.join(LIBRARIES)}) unless --in-mpi")
+    from ardlab.comm import launch
+    from ardlab.comm.libraries import algorithm
+    from ardlab.horovod.models import model_names
+
+    if args.algorithm in OWN_ALGORITHMS:
+        raise ValueError(f"{args.algorithm}: Horovod calls MPI_Allreduce itself, so only the library's native "
+                         "algorithms apply to train-tf")
+    algorithm(args.library, args.algorithm)  # unknown names fail here, before MPI starts
+    if args.model not in model_names():
+        raise ValueError(f"unknown model {args.model!r}; valid: {', '.join(model_names())}")
+    inner = ["-m", "ardlab.cli", "train-tf", "--in-mpi", *args.passthrough]
+    threads = {k: str(args.threads) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")} \
+        if args.threads else {}
+    proc = launch.run(args.library, args.ranks, inner, algorithm=args.algorithm,
+                      extra_env={**threads, **knobs, "TF_CPP_MIN_LOG_LEVEL": "2"}, capture=False,
+                      timeout=args.timeout)
+    return proc.returncode
+
+
 def default_bench_output(library: str, names: list[str] | None, sweep: bool, ranks: int) -> Path:
     label = "sweep" if sweep else "-".join(names or [DEFAULT])
     return Path("results/raw/microbench") / library / label / f"ranks{ranks}.csv"
@@ -201,6 +245,39 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--bucket-mb", type=float, default=4.0)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--augment", action="store_true", help="random crop + horizontal flip")
+    t.add_argument("--output", help="summary row CSV (written atomically by rank 0)")
+    t.add_argument("--no-progress", action="store_true")
+
+    s = sub.add_parser("train-tf", help="train with TensorFlow + Horovod over the library's MPI (Horovod's "
+                       "synthetic-benchmark method)")
+    s.add_argument("--library", help=f"one of {', '.join(LIBRARIES)} (detected with --in-mpi)")
+    s.add_argument("--ranks", type=int, default=1)
+    s.add_argument("--algorithm", default=DEFAULT, help="native Allreduce algorithm of the library")
+    s.add_argument("--timeout", type=float)
+    s.add_argument("--in-mpi", action="store_true", help="already started by mpiexec/srun")
+    s.set_defaults(func=_train_tf)
+    t = s.add_argument_group("training (passed to every rank)")
+    t.add_argument("--threads", type=int, help="TensorFlow intra/inter-op threads per rank")
+    t.add_argument("--model", default="resnet20", help="an ardlab.nn model (same architecture) or resnet50, "
+                   "vgg16_imagenet, inceptionv3, mobilenetv2, densenet121")
+    t.add_argument("--dataset", default="synthetic", help="synthetic, digits, mnist, cifar10")
+    t.add_argument("--data-path")
+    t.add_argument("--image-size", type=int, help="synthetic images are SIZExSIZEx3 (default 32; 224 for "
+                   "keras.applications models)")
+    t.add_argument("--classes", type=int, help="synthetic classes (default 10; 1000 for keras.applications)")
+    t.add_argument("--batch-per-rank", type=int, default=32)
+    t.add_argument("--warmup-batches", type=int, default=2)
+    t.add_argument("--batches-per-iter", type=int, default=5)
+    t.add_argument("--iterations", type=int, default=5, help="timed iterations (img/s mean and 95%% interval)")
+    t.add_argument("--optimizer", default="sgd", help="sgd, rmsprop, adam, nadam")
+    t.add_argument("--lr", type=float, default=0.01)
+    t.add_argument("--momentum", type=float, default=0.9)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--fusion-threshold-mb", type=float, help="HOROVOD_FUSION_THRESHOLD (Horovod: 128)")
+    t.add_argument("--cycle-time-ms", type=float, help="HOROVOD_CYCLE_TIME (Horovod: 1)")
+    t.add_argument("--cache-capacity", type=int, help="HOROVOD_CACHE_CAPACITY (Horovod: 1024)")
+    t.add_argument("--timeline", help="write a Horovod timeline (JSON) to this file")
+    t.add_argument("--save-weights", help="each rank saves its final weights (.npz; '{rank}' in the name)")
     t.add_argument("--output", help="summary row CSV (written atomically by rank 0)")
     t.add_argument("--no-progress", action="store_true")
     return p

@@ -73,26 +73,31 @@ def probe(
     calls: int = 3,
     noncommutative: bool = False,
     timeout: float = 300,
+    program: list[str] | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> Counter:
     """Run `calls` Allreduces of `count` floats with `algorithm` forced; count what the library reports.
 
     Returns a Counter: internal symbol -> hits (symbol probes, all ranks) or, for MPICH,
-    "fallback:<algorithm>" -> messages printed after the start mark.
+    "fallback:<algorithm>" -> messages printed after the start mark. With `program` (a Python argv, e.g. a
+    Horovod training run) that program runs on the ranks instead of the probe worker and every call counts.
     """
     lib = library(library_name)
     argv = ["-m", "ardlab.comm.probe", "--worker", "--count", str(count), "--calls", str(calls)]
     if noncommutative:
         argv.append("--noncommutative")
+    if program is not None:
+        argv = list(program)
     syms = symbols(library_name)
     with tempfile.TemporaryDirectory(prefix="ardlab-probe-") as tmp:
-        extra = {}
+        extra = dict(extra_env or {})
         if syms:
             gdb = shutil.which("gdb")
             if gdb is None:
                 raise FileNotFoundError("gdb is needed to probe Open MPI and Intel MPI (apt-get install gdb)")
             script = Path(tmp) / "probe.gdb"
             script.write_text(gdb_script(syms))
-            cmd, env = launch.command(library_name, ranks, argv, algorithm=algorithm)
+            cmd, env = launch.command(library_name, ranks, argv, algorithm=algorithm, extra_env=extra)
             # Insert gdb between the launcher and the Python interpreter.
             py = cmd.index(str(launch.python_of(library_name)))
             cmd = [*cmd[:py], gdb, "-q", "-batch", "-nx", "-x", str(script), "--args", *cmd[py:]]
@@ -109,7 +114,7 @@ def probe(
             if line.startswith(HIT):
                 hits[line.split()[1]] += 1
     else:
-        marks = 0  # count messages only once every rank has passed its start mark
+        marks = 0 if program is None else ranks  # the worker: count only once every rank passed its mark
         for line in proc.stderr.splitlines():
             marks += line.count(MARK)
             m = _FALLBACK_RE.search(line)

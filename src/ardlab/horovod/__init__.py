@@ -1,0 +1,1 @@
+"""TensorFlow + Horovod training (`ardlab train-tf`): Keras models and the timed data-parallel loop."""

@@ -1,0 +1,128 @@
+"""Keras (tf_keras) models for `ardlab train-tf`.
+
+Two kinds: the ImageNet-size networks of ``keras.applications`` (as Horovod's synthetic benchmark uses), and
+every ardlab.nn model translated layer by layer from its graph (``from_ardlab``), so that the two frameworks
+train exactly the same architecture and can even share weights (``copy_weights``).
+"""
+
+from __future__ import annotations
+
+import os
+
+# Horovod's Keras integration and our loop need Keras 2 semantics (tf_keras); Keras 3 with Horovod silently
+# does not average gradients. Set before TensorFlow is imported anywhere in the process.
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+# name -> (keras.applications constructor, smallest input side it accepts)
+APPLICATIONS = {
+    "resnet50": ("ResNet50", 32),
+    "vgg16_imagenet": ("VGG16", 32),
+    "inceptionv3": ("InceptionV3", 75),
+    "mobilenetv2": ("MobileNetV2", 32),
+    "densenet121": ("DenseNet121", 32),
+}
+
+
+def keras():
+    try:
+        import tf_keras
+    except ImportError as e:
+        raise RuntimeError("this environment has no TensorFlow/tf_keras; set it up with containers/install-env "
+                           "(TensorFlow and Horovod are part of every library environment)") from e
+    return tf_keras
+
+
+def model_names() -> list[str]:
+    from ardlab.nn.models import MODELS
+
+    return list(MODELS) + list(APPLICATIONS)
+
+
+def build(name: str, input_shape, classes: int):
+    """A Keras model by name: an ardlab.nn model translated, or a keras.applications network."""
+    from ardlab.nn import models as nn_models
+
+    input_shape = tuple(int(v) for v in input_shape)
+    if name in APPLICATIONS:
+        ctor, smallest = APPLICATIONS[name]
+        if min(input_shape[:2]) < smallest:
+            raise ValueError(f"model {name} needs images of at least {smallest}x{smallest}, got "
+                             f"{input_shape[0]}x{input_shape[1]} (use --image-size)")
+        if input_shape[2] != 3:
+            raise ValueError(f"model {name} needs 3-channel images, got {input_shape[2]} channels")
+        return getattr(keras().applications, ctor)(weights=None, input_shape=input_shape, classes=classes)
+    if name not in nn_models.MODELS:
+        raise ValueError(f"unknown model {name!r}; valid: {', '.join(model_names())}")
+    return from_ardlab(nn_models.get(name, input_shape, classes))
+
+
+def _layer(layer, in_shape):
+    """The Keras layer equivalent to one ardlab.nn layer (same arithmetic, same parameter shapes)."""
+    from ardlab.nn import layers as L
+
+    k = keras().layers
+    kind = type(layer)
+    if kind is L.Conv2D:
+        if layer.groups > 1 and layer.groups == in_shape[-1] == layer.filters:
+            return k.DepthwiseConv2D(layer.k, layer.s, padding=layer.padding, use_bias=layer.use_bias,
+                                     name=layer.name)
+        return k.Conv2D(layer.filters, layer.k, layer.s, padding=layer.padding, groups=layer.groups,
+                        use_bias=layer.use_bias, name=layer.name)
+    if kind is L.Dense:
+        return k.Dense(layer.units, use_bias=layer.use_bias, name=layer.name)
+    if kind is L.MaxPool2D:
+        return k.MaxPooling2D(layer.k, layer.s, padding=layer.padding, name=layer.name)
+    if kind is L.AveragePool2D:
+        return k.AveragePooling2D(layer.k, layer.s, padding=layer.padding, name=layer.name)
+    if kind is L.GlobalAveragePool:
+        return k.GlobalAveragePooling2D(name=layer.name)
+    if kind is L.BatchNormalization:
+        return k.BatchNormalization(momentum=layer.momentum, epsilon=layer.epsilon, name=layer.name)
+    if kind is L.Dropout:
+        return k.Dropout(layer.rate, name=layer.name)
+    if kind is L.Flatten:
+        return k.Flatten(name=layer.name)
+    if kind is L.Add:
+        return k.Add(name=layer.name)
+    if kind is L.Concatenate:
+        return k.Concatenate(axis=-1, name=layer.name)
+    if kind is L.ReLU:
+        return k.ReLU(name=layer.name)
+    if kind is L.LeakyReLU:
+        return k.LeakyReLU(layer.alpha, name=layer.name)
+    if kind is L.Sigmoid:
+        return k.Activation("sigmoid", name=layer.name)
+    if kind is L.Tanh:
+        return k.Activation("tanh", name=layer.name)
+    if kind is L.Softmax:
+        return k.Softmax(name=layer.name)
+    raise ValueError(f"no Keras equivalent for ardlab.nn layer {kind.__name__} ({layer.name})")
+
+
+def from_ardlab(model):
+    """Translate an ardlab.nn Model graph into a functional Keras model with the same layers and names."""
+    k = keras()
+    inp = k.Input(model.input_shape, name="input")
+    values = {model.input.id: inp}
+    for t in model.nodes:
+        args = [values[i.id] for i in t.inputs]
+        layer = _layer(t.layer, t.inputs[0].shape)
+        values[t.id] = layer(args if t.layer.multi_input else args[0])
+    return k.Model(inp, values[model.output.id], name=model.name)
+
+
+def copy_weights(src, dst) -> None:
+    """Set a Keras model's weights from an ardlab.nn model translated by `from_ardlab` (same layer names)."""
+    from ardlab.nn import layers as L
+
+    for layer in src.layers:
+        if not layer.params:
+            continue
+        kl = dst.get_layer(layer.name)
+        if isinstance(layer, L.BatchNormalization):
+            kl.set_weights([layer.params["gamma"], layer.params["beta"], layer.running_mean, layer.running_var])
+            continue
+        kernel = layer.params["kernel"]
+        if isinstance(layer, L.Conv2D) and type(kl).__name__ == "DepthwiseConv2D":
+            kernel = kernel.transpose(0, 1, 3, 2)  # (kh, kw, 1, C) -> Keras depthwise (kh, kw, C, 1)
+        kl.set_weights([kernel] + ([layer.params["bias"]] if "bias" in layer.params else []))

@@ -1,0 +1,202 @@
+"""The training loop of `ardlab train-tf`: TensorFlow 2 + Horovod data parallelism over the library's MPI.
+
+Runs inside MPI (one process per rank). Gradients are averaged by ``hvd.DistributedGradientTape`` (Keras 2 /
+tf_keras, never Keras 3's optimizer wrapper, which does not average), initial weights are broadcast from rank 0
+before the first step. Timing follows Horovod's synthetic benchmark: warm-up batches, then timed iterations of
+several batches each; img/s is the global rate with a 95% interval over iterations. The summary row has the
+same columns as `ardlab train` and is written atomically by the caller.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+# Horovod reads these when it initialises; they are the knobs that set the message sizes MPI sees.
+HOROVOD_KNOBS = {
+    "fusion_threshold_mb": ("HOROVOD_FUSION_THRESHOLD", lambda v: str(int(v * (1 << 20)))),
+    "cycle_time_ms": ("HOROVOD_CYCLE_TIME", str),
+    "cache_capacity": ("HOROVOD_CACHE_CAPACITY", str),
+    "timeline": ("HOROVOD_TIMELINE", str),
+}
+
+
+@dataclass
+class TFConfig:
+    model: str = "resnet20"
+    dataset: str = "synthetic"
+    data_path: str | None = None
+    image_size: int | None = None  # synthetic: side of the square images (default 32, 224 for applications)
+    classes: int | None = None  # synthetic: default 10 (1000 for applications)
+    batch_per_rank: int = 32
+    warmup_batches: int = 2
+    batches_per_iter: int = 5
+    iterations: int = 5
+    optimizer: str = "sgd"
+    lr: float = 0.01
+    momentum: float = 0.9
+    threads: int | None = None
+    seed: int = 0
+    save_weights: str | None = None  # path with an optional {rank} placeholder (.npz)
+    progress: bool = True
+
+
+def horovod_env(**knobs) -> dict[str, str]:
+    """Environment variables for the Horovod knobs that are set (None = Horovod's default)."""
+    env = {}
+    for key, value in knobs.items():
+        if key not in HOROVOD_KNOBS:
+            raise ValueError(f"unknown Horovod knob {key!r}; valid: {', '.join(HOROVOD_KNOBS)}")
+        if value is not None:
+            name, fmt = HOROVOD_KNOBS[key]
+            env[name] = fmt(value)
+    env.setdefault("HOROVOD_AUTOTUNE", "0")  # a fixed configuration, or the measurements mean nothing
+    return env
+
+
+def _import_horovod():
+    from ardlab.horovod import models  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+
+    try:
+        import horovod.tensorflow as hvd
+        import tensorflow as tf
+    except ImportError as e:
+        raise RuntimeError(f"this environment ({sys.prefix}) has no TensorFlow/Horovod ({e}); set it up with "
+                           "containers/install-env LIBRARY PREFIX") from e
+    if not hvd.mpi_built():
+        raise RuntimeError("Horovod in this environment was built without MPI")
+    return tf, hvd
+
+
+def _dataset(cfg: TFConfig, global_batch: int):
+    from ardlab.horovod.models import APPLICATIONS
+    from ardlab.nn import data
+
+    app = cfg.model in APPLICATIONS
+    if cfg.dataset == "synthetic":
+        side = cfg.image_size or (224 if app else 32)
+        classes = cfg.classes or (1000 if app else 10)
+        # Enough distinct samples for a few batches; the Horovod benchmark reuses one random batch.
+        return data.synthetic((side, side, 3), classes, n=max(4 * global_batch, 256), seed=cfg.seed)
+    if cfg.image_size or cfg.classes:
+        raise ValueError("--image-size and --classes apply to synthetic data only")
+    return data.load(cfg.dataset, cfg.data_path, "train")
+
+
+def run(cfg: TFConfig) -> dict | None:
+    """Train; return the summary row on rank 0 (None on the other ranks)."""
+    from ardlab.analysis.columns import knobs_in_force
+    from ardlab.comm import detect, forced_algorithm
+    from ardlab.horovod import models
+    from ardlab.nn import data
+
+    if cfg.batch_per_rank < 1 or cfg.iterations < 1 or cfg.batches_per_iter < 1 or cfg.warmup_batches < 0:
+        raise ValueError("batch per rank, iterations and batches per iteration must be >= 1, warm-up >= 0")
+    if cfg.model not in models.model_names():  # before TensorFlow takes seconds to load
+        raise ValueError(f"unknown model {cfg.model!r}; valid: {', '.join(models.model_names())}")
+    tf, hvd = _import_horovod()
+    if cfg.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(cfg.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(cfg.threads)
+    hvd.init()
+    from mpi4py import MPI
+
+    rank, size = hvd.rank(), hvd.size()
+    lib, version = detect(MPI.Get_library_version())
+    global_batch = cfg.batch_per_rank * size
+    train = _dataset(cfg, global_batch)
+    if len(train) < global_batch:
+        raise ValueError(f"data set {train.name} has {len(train)} samples, fewer than one global batch ({global_batch})")
+    tf.keras.utils.set_random_seed(cfg.seed)
+    model = models.build(cfg.model, train.x.shape[1:], train.classes)
+    if model.output_shape[1:] != (train.classes,):
+        raise ValueError(f"model {cfg.model} outputs {model.output_shape[1:]}, data has {train.classes} classes")
+    if cfg.optimizer == "sgd":
+        opt = tf.keras.optimizers.SGD(cfg.lr, momentum=cfg.momentum)
+    elif cfg.optimizer in ("adam", "rmsprop", "nadam"):
+        opt = {"adam": tf.keras.optimizers.Adam, "rmsprop": tf.keras.optimizers.RMSprop,
+               "nadam": tf.keras.optimizers.Nadam}[cfg.optimizer](cfg.lr)
+    else:
+        raise ValueError(f"unknown optimizer {cfg.optimizer!r}; valid: sgd, rmsprop, adam, nadam")
+    # keras.applications end in softmax unless told otherwise; ours give logits.
+    from_logits = model.layers[-1].get_config().get("activation") != "softmax"
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits)
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = loss_fn(y, logits)
+        tape = hvd.DistributedGradientTape(tape)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        acc = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, 1), y), tf.float32))
+        return loss, acc
+
+    hvd.broadcast_variables(model.variables, root_rank=0)  # same start everywhere, before any step
+
+    def feed():
+        epoch = 0
+        while True:
+            for x, y in data.batches(train, global_batch, rank, size, epoch, cfg.seed):
+                yield tf.constant(x), tf.constant(y.astype(np.int64))
+            epoch += 1
+
+    batches = feed()
+    total = cfg.warmup_batches + cfg.iterations * cfg.batches_per_iter
+    bar = None
+    if cfg.progress and rank == 0:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, desc=f"{cfg.model} tf x{size}", unit="step", file=sys.stderr)
+    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    loss = acc = float("nan")
+
+    def one():
+        nonlocal loss, acc
+        loss_t, acc_t = step(*next(batches))
+        loss, acc = float(loss_t), float(acc_t)  # synchronises, so times are real
+        if not math.isfinite(loss) or loss > 1e4:
+            raise FloatingPointError(f"loss is {loss} (rank {rank}): lower the learning rate (now {cfg.lr})")
+        if bar:
+            bar.update()
+            bar.set_postfix(loss=f"{loss:.3f}", acc=f"{acc:.3f}")
+
+    for _ in range(cfg.warmup_batches):
+        one()
+    rates = []
+    for _ in range(cfg.iterations):
+        t0 = time.perf_counter()
+        for _ in range(cfg.batches_per_iter):
+            one()
+        dt = time.perf_counter() - t0
+        rates.append(global_batch * cfg.batches_per_iter / dt)
+    if bar:
+        bar.close()
+    final = hvd.allreduce(tf.constant([loss, acc], tf.float64), op=hvd.Average).numpy()
+    if cfg.save_weights:
+        path = cfg.save_weights.format(rank=rank)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        tmp = f"{path}.tmp{os.getpid()}.npz"
+        np.savez(tmp, *[v.numpy() for v in model.weights])
+        os.replace(tmp, path)
+    if rank != 0:
+        return None
+    ips = np.array(rates)
+    return {
+        "framework": "tensorflow", "model": cfg.model, "dataset": train.name, "library": lib.name,
+        "library_version": version, "algorithm": forced_algorithm(lib.name, os.environ), "parallel_mode": "horovod",
+        "ranks": size, "batch_per_rank": cfg.batch_per_rank, "steps": total, "img_per_s": f"{ips.mean():.2f}",
+        "img_per_s_ci95": f"{1.96 * ips.std(ddof=1) / math.sqrt(len(ips)):.2f}" if len(ips) > 1 else "0",
+        # Horovod overlaps its Allreduce with backprop inside TensorFlow, so the split is not measured here
+        # (a Horovod timeline, --timeline, shows it); empty, never a guess.
+        "compute_s": "", "allreduce_s": "", "wait_s": "",
+        "final_loss": f"{final[0]:.6f}", "final_accuracy": f"{final[1]:.4f}",
+        "knobs": knobs_in_force(), "started_at": started,
+    }
