@@ -77,8 +77,8 @@ def _bench_allreduce(args: argparse.Namespace) -> int:
         raise ValueError(f"--library is required (one of: {', '.join(LIBRARIES)}) unless --in-mpi")
     plan = bench.make_plan(args.library, algorithm_names=names, sweep=args.sweep, sizes=sizes, ranks=args.ranks,
                            dtype=args.dtype, iterations=args.iterations, warmup=args.warmup,
-                           validate=args.validate, own=not args.no_own)
-    out = args.output or default_bench_output(args.library, names, args.sweep, args.ranks)
+                           validate=args.validate, own=not args.no_own, tuned=args.tuned)
+    out = args.output or default_bench_output(args.library, plan.algorithms, args.sweep, args.ranks)
     path = bench.drive(plan, Path(out), timeout=args.timeout, progress=not args.no_progress)
     print(f"wrote {path}")
     return 0
@@ -123,9 +123,20 @@ def _train(args: argparse.Namespace) -> int:
     inner = ["-m", "ardlab.cli", "train", "--in-mpi", *args.passthrough]
     native = args.algorithm if args.algorithm not in OWN_ALGORITHMS else DEFAULT
     threads = {k: str(args.threads) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
-    proc = launch.run(args.library, args.ranks, inner, algorithm=native, extra_env=threads, capture=False,
-                      timeout=args.timeout)
+    proc = launch.run(args.library, args.ranks, inner, algorithm=native,
+                      extra_env={**threads, **_tuned_env(args)}, capture=False, timeout=args.timeout)
     return proc.returncode
+
+
+def _tuned_env(args: argparse.Namespace) -> dict[str, str]:
+    """The settings of --tuned FILE (only with the default algorithm: a tuned file selects per size)."""
+    if not args.tuned:
+        return {}
+    if args.algorithm != DEFAULT:
+        raise ValueError(f"--tuned and --algorithm {args.algorithm} exclude each other")
+    from ardlab.comm import library
+
+    return library(args.library).tuned_env(args.tuned)
 
 
 def _train_tf(args: argparse.Namespace) -> int:
@@ -167,9 +178,24 @@ def _train_tf(args: argparse.Namespace) -> int:
     threads = {k: str(args.threads) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")} \
         if args.threads else {}
     proc = launch.run(args.library, args.ranks, inner, algorithm=args.algorithm,
-                      extra_env={**threads, **knobs, "TF_CPP_MIN_LOG_LEVEL": "2"}, capture=False,
-                      timeout=args.timeout)
+                      extra_env={**threads, **knobs, **_tuned_env(args), "TF_CPP_MIN_LOG_LEVEL": "2"},
+                      capture=False, timeout=args.timeout)
     return proc.returncode
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from ardlab.analysis import read, tuned
+    from ardlab.comm import library
+
+    lib = library(args.library)
+    ranges = tuned.best_ranges(read.bench(args.inputs), lib.name, args.ranks)
+    out = args.output or Path("results/tuned") / f"{lib.name}-ranks{args.ranks}{lib.tuning_suffix}"
+    tuned.write(lib.name, ranges, args.ranks, out, libmpi=args.libmpi)
+    for r in ranges:
+        print(f"{lib.name} x{args.ranks}: {r.lo:>11d} - {r.hi:>11d} B  {r.algorithm}")
+    print(f"wrote {out}  (use: ardlab bench allreduce --library {lib.name} --tuned {out} ...; settings "
+          f"{', '.join(lib.tuning_env)})")
+    return 0
 
 
 def default_bench_output(library: str, names: list[str] | None, sweep: bool, ranks: int) -> Path:
@@ -204,6 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     g = s.add_mutually_exclusive_group()
     g.add_argument("--algorithm", help="comma list of native algorithms of the library and/or own_* (default: default)")
     g.add_argument("--sweep", action="store_true", help="every algorithm that applies here, native and own")
+    g.add_argument("--tuned", metavar="FILE", help="let the library select per size from a tuned file "
+                   "(ardlab tune); algorithm label 'tuned'")
     s.add_argument("--no-own", action="store_true", help="with --sweep: native algorithms only")
     s.add_argument("--sizes", default=DEFAULT_SIZES, help="bytes: list '4,1K,64M' and/or ranges 'LO:HI[:xF]'")
     s.add_argument("--dtype", default="float32", choices=DTYPES)
@@ -224,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--threads", type=int, default=1, help="BLAS threads per rank")
     s.add_argument("--timeout", type=float)
     s.add_argument("--in-mpi", action="store_true", help="already started by mpiexec/srun")
+    s.add_argument("--tuned", metavar="FILE", help="the library selects per size from this tuned file")
     s.set_defaults(func=_train)
     t = s.add_argument_group("training (passed to every rank)")
     t.add_argument("--model", default="simplecnn")
@@ -248,6 +277,15 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--output", help="summary row CSV (written atomically by rank 0)")
     t.add_argument("--no-progress", action="store_true")
 
+    s = sub.add_parser("tune", help="write the library's own per-size selection file from microbenchmark CSVs")
+    s.add_argument("--library", required=True, choices=list(LIBRARIES))
+    s.add_argument("--ranks", type=int, required=True, help="the communicator size to tune for")
+    s.add_argument("--output", help="default results/tuned/<library>-ranks<N>.<suffix>")
+    s.add_argument("--libmpi", help="MPICH: the libmpi whose built-in selection tree the file extends "
+                   "(default: the mpich environment's)")
+    s.add_argument("inputs", nargs="+", help="microbenchmark CSVs (ardlab bench allreduce)")
+    s.set_defaults(func=_tune)
+
     s = sub.add_parser("train-tf", help="train with TensorFlow + Horovod over the library's MPI (Horovod's "
                        "synthetic-benchmark method)")
     s.add_argument("--library", help=f"one of {', '.join(LIBRARIES)} (detected with --in-mpi)")
@@ -255,6 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--algorithm", default=DEFAULT, help="native Allreduce algorithm of the library")
     s.add_argument("--timeout", type=float)
     s.add_argument("--in-mpi", action="store_true", help="already started by mpiexec/srun")
+    s.add_argument("--tuned", metavar="FILE", help="the library selects per size from this tuned file")
     s.set_defaults(func=_train_tf)
     t = s.add_argument_group("training (passed to every rank)")
     t.add_argument("--threads", type=int, help="TensorFlow intra/inter-op threads per rank")
@@ -299,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
 def _strip_driver_options(argv: list[str]) -> list[str]:
     """The training options of a `train` command line, without the driver's own (library, ranks, ...)."""
     # --algorithm stays: the ranks need it to pick our own Allreduce (a native one is forced by the launch env).
-    drop_with_value = {"--library", "--ranks", "--threads", "--timeout"}
+    drop_with_value = {"--library", "--ranks", "--threads", "--timeout", "--tuned"}
     out, skip = [], False
     for a in argv[1:]:
         if skip:

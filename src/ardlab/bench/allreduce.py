@@ -24,7 +24,8 @@ from pathlib import Path
 
 from ardlab.analysis.columns import BENCH_COLUMNS, knobs_in_force, write_csv_atomic
 from ardlab.comm import launch
-from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, Algorithm, algorithm, algorithms, library
+from ardlab.comm.libraries import (DEFAULT, OWN_ALGORITHMS, TUNED, Algorithm, algorithm, algorithms,
+                                   forced_algorithm, library)
 
 DTYPES = ("float32", "float64", "int32", "int64")
 
@@ -43,6 +44,7 @@ class Plan:
     warmup: int | None = None
     validate: bool = False
     skip_inapplicable: bool = False  # sweeps skip (algorithm, size) points an algorithm cannot run
+    tuned: str | None = None  # a tuned selection file (algorithm label "tuned")
 
 
 def iterations_for(size_bytes: int, fixed: int | None = None) -> int:
@@ -56,6 +58,14 @@ def iterations_for(size_bytes: int, fixed: int | None = None) -> int:
 
 def warmup_for(iterations: int, fixed: int | None = None) -> int:
     return fixed if fixed is not None else max(2, iterations // 10)
+
+
+_TUNED = Algorithm(TUNED, "native", "the library's own per-size selection, read from a tuned file")
+
+
+def _algorithm(library_name: str, name: str) -> Algorithm:
+    """A table entry, or the pseudo-algorithm of runs with a tuned selection file."""
+    return _TUNED if name == TUNED else algorithm(library_name, name)
 
 
 def applicable(alg: Algorithm, *, ranks: int, nodes: int, count: int) -> str | None:
@@ -81,6 +91,7 @@ def make_plan(
     validate: bool = False,
     own: bool = True,
     skip_inapplicable: bool = False,
+    tuned: str | None = None,
 ) -> Plan:
     """Check every choice against the table and raise ValueError naming a bad value and the valid ones."""
     lib = library(library_name)
@@ -98,12 +109,20 @@ def make_plan(
     bad = [s for s in sizes if s % itemsize]
     if bad:
         raise ValueError(f"message sizes {bad} are not multiples of the {dtype} element size ({itemsize} B)")
+    if tuned is not None:
+        if sweep or algorithm_names:
+            raise ValueError("a tuned selection file replaces --algorithm/--sweep; give one or the other")
+        lib.tuned_env(tuned)  # the file must exist
+        return Plan(library_name, [TUNED], sizes, ranks, nodes, dtype, iterations, warmup, validate,
+                    skip_inapplicable=False, tuned=str(tuned))
     if sweep:
         names = [n for n, a in algorithms(library_name, own=own).items()
                  if not (a.multi_node_only and nodes < 2)]
     else:
         names = algorithm_names or [DEFAULT]
         for n in names:
+            if n == TUNED:  # inside a launch whose environment carries the tuned selection (checked there)
+                continue
             alg = algorithm(library_name, n)  # raises on unknown names, listing the valid ones
             if alg.multi_node_only and nodes < 2:
                 raise ValueError(f"{lib.display} algorithm {n!r} needs several nodes; this run has {nodes}")
@@ -134,8 +153,10 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
     hosts = comm.allgather(socket.gethostname())
     nodes = len(set(hosts))
     for name in plan.algorithms:
-        alg = algorithm(lib.name, name)
-        if alg.implementation == "native" and name != DEFAULT:
+        if name == TUNED and forced_algorithm(lib.name, os.environ) != TUNED:
+            raise RuntimeError(f"a tuned run needs the settings {', '.join(lib.tuning_env)} at launch")
+        alg = _algorithm(lib.name, name)
+        if alg.implementation == "native" and name not in (DEFAULT, TUNED):
             want = lib.algorithm_env(name)
             wrong = {k: v for k, v in want.items() if os.environ.get(k) != v}
             if wrong:
@@ -154,7 +175,7 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
 
         bar = tqdm(total=len(points), desc=f"{lib.name} {size} ranks", unit="size", file=sys.stderr)
     for name, nbytes in points:
-        alg = algorithm(lib.name, name)
+        alg = _algorithm(lib.name, name)
         count = nbytes // dtype.itemsize
         if applicable(alg, ranks=size, nodes=nodes, count=count):
             if bar:
@@ -244,9 +265,10 @@ def drive(plan: Plan, output: Path, *, timeout: float | None = None, progress: b
         for i, names in enumerate(bar):
             bar.set_postfix_str(",".join(names)[:40])
             part = Path(tmp) / f"part{i}.csv"
-            alg = names[0] if names[0] not in OWN_ALGORITHMS else DEFAULT
+            alg = names[0] if names[0] not in (*OWN_ALGORITHMS, TUNED) else DEFAULT
+            extra = library(plan.library).tuned_env(plan.tuned) if plan.tuned else None
             proc = launch.run(plan.library, plan.ranks, inner_argv(plan, names, part), algorithm=alg,
-                              timeout=timeout)
+                              timeout=timeout, extra_env=extra)
             if proc.returncode != 0:
                 raise RuntimeError(
                     f"{library(plan.library).display} benchmark of {', '.join(names)} failed "

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 DEFAULT = "default"
+TUNED = "tuned"  # the label of runs that use a tuned selection file (ardlab.analysis.tuned) instead of forcing
 
 
 def pof2_floor(n: int) -> int:
@@ -45,6 +46,9 @@ class Algorithm:
     note: str = ""  # documented or observed silent fallbacks and other caveats
     cost_model: str | None = None  # key into ardlab.analysis.costmodel.MODELS
     symbol: str = ""  # the library-internal function that runs it (gdb breakpoint proof, ardlab.comm.probe)
+    selectable: bool = True  # may be named in a tuned per-size selection file (ardlab.analysis.tuned)
+    # parameters a selection file must give with it (MPICH JSON containers; the CVAR defaults of this version)
+    selection_params: tuple[str, ...] = ()
 
     def constraints(self) -> list[str]:
         out = []
@@ -86,7 +90,20 @@ class Library:
     force_env: Mapping[str, str]  # added whenever a non-default native algorithm is forced
     algorithms: Mapping[str, Algorithm]
     pmi: str  # how `srun` should launch the image's MPI on a cluster
+    srun_mpi: str  # the `srun --mpi=` plugin for the image's MPI
+    # Settings that make the library select per message size from a tuned file: "{path}" is the file,
+    # "{contents}" its text (Intel MPI takes the selection as the value of a variable).
+    tuning_env: Mapping[str, str]
+    tuning_suffix: str  # file name suffix of the tuned selection file
     notes: str = ""
+
+    def tuned_env(self, path: str | os.PathLike) -> dict[str, str]:
+        """The settings that make this library use the tuned selection in `path`."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"tuned selection file {path} does not exist (make it with `ardlab tune`)")
+        contents = path.read_text().strip() if any("{contents}" in v for v in self.tuning_env.values()) else ""
+        return {k: v.format(path=path.resolve(), contents=contents) for k, v in self.tuning_env.items()}
 
     def algorithm_env(self, algorithm: str) -> dict[str, str]:
         """Environment settings that make this library run `algorithm` (native names only)."""
@@ -137,28 +154,35 @@ MPICH = Library(
     force_env={"MPIR_CVAR_DEVICE_COLLECTIVES": "none"},
     algorithms={
         DEFAULT: _native(DEFAULT, _DEFAULT_DOC, {}),
-        "nb": _mpich_alg("nb", "the non-blocking Iallreduce, waited on"),
+        "nb": _mpich_alg("nb", "the non-blocking Iallreduce, waited on", selectable=False),
         "smp": _mpich_alg("smp", "node-aware: intra-node reduce, inter-node allreduce, intra-node bcast",
                           multi_node_only=True),
         "recursive_doubling": _mpich_alg("recursive_doubling", "recursive doubling",
                                          cost_model="recursive_doubling"),
         "recursive_multiplying": _mpich_alg("recursive_multiplying", "recursive multiplying (k-ary doubling)",
-                                            commutative_only=True, cost_model="recursive_multiplying"),
+                                            commutative_only=True, cost_model="recursive_multiplying",
+                                            selection_params=("k=2",)),
         "reduce_scatter_allgather": _mpich_alg(
             "reduce_scatter_allgather", "Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather",
             min_count=pof2_floor, min_count_text="largest power of two <= ranks", cost_model="rabenseifner"),
-        "tree": _mpich_alg("tree", "pipelined k-ary/knomial tree reduce + bcast", cost_model="binomial"),
+        "tree": _mpich_alg("tree", "pipelined k-ary/knomial tree reduce + bcast", cost_model="binomial",
+                           selection_params=("tree_type=knomial_1", "k=2", "chunk_size=0", "buffer_per_child=0")),
         "recexch": _mpich_alg("recexch", "recursive exchange (k-nomial recursive doubling)",
-                              cost_model="recursive_multiplying"),
+                              cost_model="recursive_multiplying", selection_params=("k=2", "single_phase_recv=0")),
         "ring": _mpich_alg("ring", "ring reduce-scatter + ring allgather", commutative_only=True,
                            cost_model="ring"),
         "k_reduce_scatter_allgather": _mpich_alg(
             "k_reduce_scatter_allgather", "k-nomial reduce-scatter + allgather", commutative_only=True,
-            cost_model="rabenseifner"),
+            cost_model="rabenseifner", selection_params=("k=2", "single_phase_recv=0")),
         "ccl": _mpich_alg("ccl", "vendor collective library (CCL) offload",
-                          note="falls back silently to auto when MPICH has no CCL backend (PyPI build has none)"),
+                          note="falls back silently to auto when MPICH has no CCL backend (PyPI build has none)",
+                          selectable=False),
     },
     pmi="srun --mpi=pmi2 (MPICH's hydra/PMI-1/2 client); or the image's mpiexec inside one allocation",
+    srun_mpi="pmi2",
+    # The JSON replaces MPICH's whole built-in selection tree, so it must cover every collective.
+    tuning_env={"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": "{path}", "MPIR_CVAR_DEVICE_COLLECTIVES": "none"},
+    tuning_suffix=".json",
     notes="Proof that a forced algorithm runs: MPIR_CVAR_COLLECTIVE_FALLBACK=print prints "
           "'... cannot be applied' when the forced algorithm does not apply.",
 )
@@ -198,6 +222,10 @@ OPENMPI = Library(
             symbol=_OMPI + "redscat_allgather", cost_model="rabenseifner"),
     },
     pmi="srun --mpi=pmix (Open MPI 5 speaks PMIx only); or the image's mpirun inside one allocation",
+    srun_mpi="pmix",
+    tuning_env={"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_dynamic_rules_filename": "{path}",
+                "OMPI_MCA_coll": "^han"},
+    tuning_suffix=".rules",
     notes="Proof that a forced algorithm runs: gdb breakpoints on ompi_coll_base_allreduce_intra_* "
           "(verbose output does not show the per-call algorithm).",
 )
@@ -243,6 +271,9 @@ INTELMPI = Library(
                                    symbol=_IMPI + "ring", cost_model="ring"),
     },
     pmi="srun --mpi=pmi2 with I_MPI_PMI_LIBRARY=<host libpmi2.so>; or the image's mpiexec.hydra",
+    srun_mpi="pmi2",
+    tuning_env={"I_MPI_ADJUST_ALLREDUCE": "{contents}"},
+    tuning_suffix=".adjust",
     notes="Proof that a forced algorithm runs: gdb breakpoints on the library's internal "
           "Allreduce algorithm functions; I_MPI_DEBUG only echoes the setting.",
 )
@@ -307,11 +338,14 @@ def run_env(library_name: str, algorithm_name: str) -> dict[str, str]:
 
 
 def forced_algorithm(library_name: str, environ: Mapping[str, str]) -> str:
-    """The native algorithm whose forcing settings are all present in `environ` (else DEFAULT)."""
+    """The native algorithm whose forcing settings are all present in `environ` (TUNED when a tuned
+    selection is in force, else DEFAULT)."""
     lib = library(library_name)
     for name in lib.algorithms:
         if name != DEFAULT and all(environ.get(k) == v for k, v in lib.algorithm_env(name).items()):
             return name
+    if all(environ.get(k) for k, v in lib.tuning_env.items() if "{" in v):
+        return TUNED
     return DEFAULT
 
 

@@ -1,0 +1,143 @@
+"""Tuned selection files: make each library itself choose the best measured Allreduce per message size.
+
+From microbenchmark rows (the library's forced algorithms that a selection file can name, one rank count;
+not 'default', not ours) the best algorithm per measured size is found
+(median over repetitions), neighbouring sizes with the same winner merge into ranges, and the ranges are
+written in the library's own format:
+
+- Open MPI: a coll/tuned dynamic rules file (``OMPI_MCA_coll_tuned_dynamic_rules_filename``);
+- Intel MPI: an ``I_MPI_ADJUST_ALLREDUCE`` value ``id:lo-hi;...`` (the file holds the value);
+- MPICH: a JSON selection tree (``MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE``). It replaces MPICH's whole
+  built-in tree, so the library's own tree is read from its libmpi and only Allreduce (commutative ops, this
+  communicator size and smaller) is replaced.
+
+A range switches algorithm just above the last size measured for the smaller one. Which settings use the file
+is in the table (``Library.tuning_env``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ardlab.comm.libraries import DEFAULT, library
+
+MAX_BYTES = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Range:
+    lo: int  # bytes, inclusive
+    hi: int  # bytes, inclusive (MAX_BYTES for the last)
+    algorithm: str
+
+
+def best_ranges(df: pd.DataFrame, library_name: str, ranks: int) -> list[Range]:
+    """Winner per size among the library's forced native algorithms at `ranks`, merged into ranges."""
+    lib = library(library_name)
+    candidates = [n for n, a in lib.algorithms.items() if n != DEFAULT and a.selectable]
+    sel = df[(df.library == library_name) & (df.ranks == ranks) & df.algorithm.isin(candidates)]
+    if sel.empty:
+        raise ValueError(f"no {lib.display} measurements of forced algorithms at {ranks} ranks to tune from "
+                         f"(candidates: {', '.join(candidates)})")
+    med = sel.groupby(["size_bytes", "algorithm"]).avg_us.median().reset_index()
+    winners = med.loc[med.groupby("size_bytes").avg_us.idxmin()].sort_values("size_bytes")
+    ranges: list[Range] = []
+    lo = 0
+    for size, alg in zip(winners.size_bytes, winners.algorithm):
+        if ranges and ranges[-1].algorithm == alg:
+            ranges[-1] = Range(ranges[-1].lo, int(size), alg)
+        else:
+            ranges.append(Range(lo, int(size), alg))
+        lo = int(size) + 1
+    last = ranges[-1]
+    ranges[-1] = Range(last.lo, MAX_BYTES, last.algorithm)
+    return ranges
+
+
+def openmpi_rules(ranges: list[Range], ranks: int) -> str:
+    algs = library("openmpi").algorithms
+    lines = ["1", "2", "1", str(ranks), str(len(ranges))]  # collectives, allreduce id, comm sizes, size, rules
+    for r in ranges:
+        env = algs[r.algorithm].env
+        seg = env.get("OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize", "0")
+        lines.append(f"{r.lo} {env['OMPI_MCA_coll_tuned_allreduce_algorithm']} 0 {seg}")
+    return "\n".join(lines) + "\n"
+
+
+def intelmpi_adjust(ranges: list[Range]) -> str:
+    algs = library("intelmpi").algorithms
+    return ";".join(f"{algs[r.algorithm].env['I_MPI_ADJUST_ALLREDUCE']}:{r.lo}-{r.hi}" for r in ranges) + "\n"
+
+
+def mpich_builtin_selection(libmpi: str | Path) -> dict:
+    """MPICH's built-in MPIR-level selection tree, as compiled into its libmpi."""
+    blob = Path(libmpi).read_bytes()
+    decoder = json.JSONDecoder()
+    start = 0
+    while (start := blob.find(b'{"collective=', start)) != -1:
+        end = blob.find(b"\0", start)
+        text = blob[start:end].decode("utf-8", "replace")
+        start += 1
+        if '"algorithm=MPIR_Allreduce_intra_' not in text:
+            continue
+        try:
+            tree, _ = decoder.raw_decode(text)
+        except json.JSONDecodeError:
+            continue
+        return tree
+    raise ValueError(f"{libmpi}: no built-in MPIR collective selection tree found (not an MPICH libmpi?)")
+
+
+def mpich_json(ranges: list[Range], ranks: int, builtin: dict) -> str:
+    algs = library("mpich").algorithms
+    tree = json.loads(json.dumps(builtin))
+    default_intra = tree["collective=allreduce"]["comm_type=intra"]
+    ours: dict = {}
+    for r in ranges:
+        key = "avg_msg_size=any" if r.hi == MAX_BYTES else f"avg_msg_size<={r.hi}"
+        params = {p: {} for p in algs[r.algorithm].selection_params}
+        ours[key] = {f"algorithm=MPIR_Allreduce_intra_{r.algorithm}": params}
+    # Selected algorithms run unchecked: keep the built-in choice wherever one of them might not apply
+    # (non-commutative or user-defined ops, fewer elements than the largest power of two <= ranks).
+    tree["collective=allreduce"]["comm_type=intra"] = {
+        "is_commutative=no": default_intra,
+        "is_commutative=yes": {
+            "is_op_built_in=no": default_intra,
+            "is_op_built_in=yes": {
+                "count<pow2": default_intra,
+                "count=any": {f"comm_size<={ranks}": ours, "comm_size=any": default_intra},
+            },
+        },
+    }
+    return json.dumps(tree, indent=1) + "\n"
+
+
+def write(library_name: str, ranges: list[Range], ranks: int, output: str | Path, *,
+          libmpi: str | Path | None = None) -> Path:
+    """Write the tuned selection file of `library_name` atomically."""
+    import os
+    import tempfile
+
+    if library_name == "openmpi":
+        text = openmpi_rules(ranges, ranks)
+    elif library_name == "intelmpi":
+        text = intelmpi_adjust(ranges)
+    elif library_name == "mpich":
+        if libmpi is None:
+            from ardlab.comm.libraries import env_prefix
+
+            libmpi = env_prefix("mpich") / "lib" / "libmpi.so.12"
+        text = mpich_json(ranges, ranks, mpich_builtin_selection(libmpi))
+    else:
+        raise ValueError(f"no tuned-file writer for {library_name!r}")
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", dir=output.parent)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, output)
+    return output
