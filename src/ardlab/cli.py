@@ -77,7 +77,8 @@ def _bench_allreduce(args: argparse.Namespace) -> int:
         raise ValueError(f"--library is required (one of: {', '.join(LIBRARIES)}) unless --in-mpi")
     plan = bench.make_plan(args.library, algorithm_names=names, sweep=args.sweep, sizes=sizes, ranks=args.ranks,
                            dtype=args.dtype, iterations=args.iterations, warmup=args.warmup,
-                           validate=args.validate, own=not args.no_own, tuned=args.tuned)
+                           validate=args.validate, own=not args.no_own, tuned=args.tuned,
+                           skip_inapplicable=args.skip_inapplicable)
     out = args.output or default_bench_output(args.library, plan.algorithms, args.sweep, args.ranks)
     path = bench.drive(plan, Path(out), timeout=args.timeout, progress=not args.no_progress)
     print(f"wrote {path}")
@@ -198,6 +199,27 @@ def _tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from ardlab.analysis.report import report
+
+    for path in report(args.bench, args.train, args.results, figures=args.figures):
+        print(path)
+    return 0
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from ardlab.analysis import costmodel
+    from ardlab.bench.sizes import parse_sizes
+
+    ranks = [int(r) for r in args.ranks]
+    if any(r < 2 for r in ranks):
+        raise ValueError(f"--ranks must all be >= 2, got {args.ranks}")
+    figures = args.figures or Path(args.results) / "figures" / "costmodel"
+    for path in costmodel.run(args.fit, args.results, figures, ranks, parse_sizes(args.sizes)):
+        print(path)
+    return 0
+
+
 def default_bench_output(library: str, names: list[str] | None, sweep: bool, ranks: int) -> Path:
     label = "sweep" if sweep else "-".join(names or [DEFAULT])
     return Path("results/raw/microbench") / library / label / f"ranks{ranks}.csv"
@@ -285,6 +307,22 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: the mpich environment's)")
     s.add_argument("inputs", nargs="+", help="microbenchmark CSVs (ardlab bench allreduce)")
     s.set_defaults(func=_tune)
+
+    s = sub.add_parser("report", help="speedup tables (CSV, Markdown) and figures from result CSVs")
+    s.add_argument("--results", default="results", help="folder that gets tables/ and figures/")
+    s.add_argument("--figures", help="folder for the figures (default <results>/figures/measured)")
+    s.add_argument("--bench", nargs="*", default=[], help="microbenchmark CSVs")
+    s.add_argument("--train", nargs="*", default=[], help="training summary CSVs (ardlab.nn and TensorFlow)")
+    s.set_defaults(func=_report)
+
+    s = sub.add_parser("predict", help="fit alpha-beta-gamma cost models to microbenchmarks and predict the best "
+                       "Allreduce at larger scale (tables, tuned files, figures)")
+    s.add_argument("--fit", nargs="+", required=True, help="microbenchmark CSVs to fit")
+    s.add_argument("--ranks", nargs="+", default=["16", "64", "256", "1024"], help="rank counts to predict")
+    s.add_argument("--sizes", default="4:1G:x4", help="message sizes to predict (bytes, as in bench)")
+    s.add_argument("--results", default="results", help="folder that gets tables/ and tuned/predicted/")
+    s.add_argument("--figures", help="default <results>/figures/costmodel")
+    s.set_defaults(func=_predict)
 
     s = sub.add_parser("train-tf", help="train with TensorFlow + Horovod over the library's MPI (Horovod's "
                        "synthetic-benchmark method)")

@@ -1,12 +1,13 @@
 """`python -m ardlab.comm`: print facts from the library table for shell scripts (stdlib only)."""
 
+import shlex
 import sys
 
 from ardlab.comm.libraries import LIBRARIES, algorithms, library
 
 
 def main(argv: list[str]) -> int:
-    usage = "usage: python -m ardlab.comm (names | pip LIBRARY | algorithms LIBRARY)"
+    usage = "usage: python -m ardlab.comm (names | pip LIBRARY | algorithms LIBRARY | tuned-env LIBRARY FILE)"
     if not argv:
         print(usage, file=sys.stderr)
         return 2
@@ -17,15 +18,16 @@ def main(argv: list[str]) -> int:
             print("\n".join(library(argv[1]).pip_packages))
         elif argv[0] == "algorithms" and len(argv) == 2:
             print("\n".join(algorithms(argv[1])))
+        elif argv[0] == "tuned-env" and len(argv) == 3:  # for `eval` in job scripts
+            env = library(argv[1]).tuned_env(argv[2])
+            print("\n".join(f"export {k}={shlex.quote(v)}" for k, v in env.items()))
         else:
             print(usage, file=sys.stderr)
             return 2
-    except ValueError as e:
+    except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0
-
-
 
 
 if __name__ == "__main__":

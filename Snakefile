@@ -1,0 +1,38 @@
+"""ardlab's study: Allreduce microbenchmarks, ardlab.nn and TensorFlow+Horovod training across every
+library x algorithm x scale x model of the config, tuned selection files, cost models, tables and figures.
+
+    snakemake --profile workflow/profiles/local                      # the local default (workflow/run)
+    snakemake --profile workflow/profiles/slurm --configfile workflow/config/full.yaml
+
+The config is validated (schema + ardlab's tables) before any job is planned.
+"""
+
+import sys
+
+from ardlab.study import commands
+from ardlab.study import config as study
+
+configfile: "workflow/config/local.yaml"
+
+study.validate(config)
+R = config["results"]
+JOBS = study.jobs(config)
+
+wildcard_constraints:
+    library="|".join(config["libraries"]),
+    algorithm=r"[a-z0-9_]+",
+    ranks=r"\d+",
+    nodes=r"\d+",
+    rep=r"\d+",
+    model=r"[a-z0-9_]+",
+    mode=r"[a-z0-9.]+",
+
+include: "workflow/rules/measure.smk"
+include: "workflow/rules/tune.smk"
+include: "workflow/rules/report.smk"
+
+rule all:
+    input:
+        rules.report.output,
+        rules.costmodel.output if config["costmodel"]["enabled"] and config["microbench"]["enabled"] else [],
+    default_target: True

@@ -1,0 +1,312 @@
+"""Alpha-beta-gamma cost models of Allreduce algorithms, fitted to microbenchmarks, predicting beyond them.
+
+T(n, p) = o + a(p, n) * alpha + b(p) * n * beta + c(p) * n * gamma, with n the message size in bytes, alpha the
+latency per message (us), beta the transfer time per byte, gamma the reduction time per byte (Thakur,
+Rabenseifner and Gropp 2005; Patarasuk and Yuan 2009), plus o, the per-call software overhead (LogP's o),
+which on one node is of the order of alpha and would otherwise be forced into it. Each algorithm in ardlab.comm's table names its model
+(``Algorithm.cost_model``), so this module holds the formulas once per family:
+
+- recursive_doubling: lg p steps of the whole vector (with the fold: +2 steps when p is not a power of two);
+- rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather (+ the fold);
+- ring: 2(p-1) steps of n/p; segmented_ring: the same bytes, one message per segment;
+- binomial: binomial reduce + binomial bcast, 2 lg p steps of the whole vector;
+- recursive_multiplying: k-ary recursive doubling (k=2 in MPICH's defaults: as recursive_doubling);
+- linear: p-1 whole vectors to a root and back.
+
+Fits are least squares with o, alpha, beta, gamma >= 0 (scipy), per library, algorithm and node class
+(one node: intra-node constants; several: inter-node). Where an algorithm's coefficients are proportional
+(ring: b = 2c at every p) only the combination is determined; predictions use that combination, which is
+all the model needs. A fit is rejected, with the reason, when it has fewer than 4 sizes, or its median
+relative error exceeds 50%.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, library
+
+SEGMENT = 65536  # bytes: Open MPI's segmented ring as forced by the table
+
+
+def _lg(p: np.ndarray) -> np.ndarray:
+    return np.floor(np.log2(p))
+
+
+def _extra(p: np.ndarray) -> np.ndarray:
+    """1 where p is not a power of two (the fold adds steps), else 0."""
+    return (2 ** _lg(p) != p).astype(float)
+
+
+def coefficients(model: str, n: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """(len, 4) matrix of the o, alpha, beta, gamma coefficients of `model` at sizes n (bytes), ranks p."""
+    n, p = np.asarray(n, float), np.asarray(p, float)
+    lg, ex = _lg(p), _extra(p)
+    pp = 2 ** lg  # the power of two the fold reduces to
+    if model in ("recursive_doubling", "recursive_multiplying"):
+        a, b, c = lg + 2 * ex, (lg + 2 * ex) * n, (lg + ex) * n
+    elif model == "rabenseifner":
+        a = 2 * lg + 2 * ex
+        b = (2 * (pp - 1) / pp + 2 * ex) * n
+        c = ((pp - 1) / pp + ex) * n
+    elif model == "ring":
+        a, b, c = 2 * (p - 1), 2 * (p - 1) / p * n, (p - 1) / p * n
+    elif model == "segmented_ring":
+        a = 2 * (p - 1) * np.maximum(1.0, np.ceil(n / p / SEGMENT))
+        b, c = 2 * (p - 1) / p * n, (p - 1) / p * n
+    elif model == "binomial":
+        steps = np.ceil(np.log2(p))
+        a, b, c = 2 * steps, 2 * steps * n, steps * n
+    elif model == "linear":
+        a, b, c = 2 * (p - 1), 2 * (p - 1) * n, (p - 1) * n
+    else:
+        raise ValueError(f"no cost model {model!r}; known: {', '.join(MODELS)}")
+    return np.stack([np.ones_like(a), a, b, c], axis=1)
+
+
+MODELS = ("recursive_doubling", "recursive_multiplying", "rabenseifner", "ring", "segmented_ring", "binomial",
+          "linear")
+
+
+def model_of(library_name: str, algorithm: str) -> str | None:
+    alg = OWN_ALGORITHMS.get(algorithm) or library(library_name).algorithms.get(algorithm)
+    return alg.cost_model if alg else None
+
+
+@dataclass
+class Fit:
+    library: str
+    algorithm: str
+    model: str
+    node_class: str  # intra (one node) | inter (several)
+    overhead_us: float
+    alpha_us: float
+    beta_us_per_byte: float
+    gamma_us_per_byte: float
+    points: int
+    median_rel_err: float
+    max_rel_err: float
+    status: str  # "ok" or "rejected: <why>"
+
+    def predict(self, n, p) -> np.ndarray:
+        return coefficients(self.model, n, p) @ np.array([self.overhead_us, self.alpha_us, self.beta_us_per_byte,
+                                                          self.gamma_us_per_byte])
+
+
+def fit_one(library_name: str, algorithm: str, model: str, data: pd.DataFrame, node_class: str) -> Fit:
+    from scipy.optimize import lsq_linear
+
+    n, p, t = data.size_bytes.to_numpy(float), data.ranks.to_numpy(float), data.avg_us.to_numpy(float)
+    A = coefficients(model, n, p)
+    # Relative least squares: every point weighs the same whatever its magnitude.
+    res = lsq_linear(A / t[:, None], np.ones_like(t), bounds=(0, np.inf))
+    pred = A @ res.x
+    rel = np.abs(pred - t) / t
+    status = "ok"
+    if data.size_bytes.nunique() < 4:
+        status = f"rejected: only {data.size_bytes.nunique()} message sizes (need >= 4)"
+    elif np.median(rel) > 0.5:
+        status = f"rejected: median relative error {np.median(rel):.0%} (> 50%): the model does not describe it"
+    return Fit(library_name, algorithm, model, node_class, *map(float, res.x), len(t), float(np.median(rel)),
+               float(rel.max()), status)
+
+
+def _medians(b: pd.DataFrame) -> pd.DataFrame:
+    b = b[~b.algorithm.isin([DEFAULT, "tuned"])]
+    return b.groupby(["library", "algorithm", "nodes", "ranks", "size_bytes"], as_index=False).avg_us.median()
+
+
+def fit_all(b: pd.DataFrame) -> list[Fit]:
+    """One fit per library, algorithm with a model, and node class."""
+    m = _medians(b)
+    m["node_class"] = np.where(m.nodes > 1, "inter", "intra")
+    fits = []
+    for (lib, alg, cls), g in m.groupby(["library", "algorithm", "node_class"]):
+        model = model_of(lib, alg)
+        if model:
+            fits.append(fit_one(lib, alg, model, g, cls))
+    return fits
+
+
+HOLDOUTS = ("sizes", "ranks")
+
+
+def validate(b: pd.DataFrame, holdout: str = "sizes", *, max_bytes: int = 256 << 10) -> pd.DataFrame:
+    """Fit on part of the measurements, predict the held-out rest.
+
+    holdout "sizes": fit sizes <= max_bytes at every rank count, predict the larger sizes;
+    holdout "ranks": fit the smallest rank count, predict the larger ones (every size).
+    Per held-out (library, ranks, size): is the predicted best algorithm's measured time within 10% of the
+    measured best (among the algorithms with an accepted fit)?
+    """
+    m = _medians(b)
+    m = m[m.nodes == 1]
+    if holdout == "sizes":
+        train, held = m[m.size_bytes <= max_bytes], m[m.size_bytes > max_bytes]
+    elif holdout == "ranks":
+        train, held = m[m.ranks == m.ranks.min()], m[m.ranks > m.ranks.min()]
+    else:
+        raise ValueError(f"unknown hold-out {holdout!r}; valid: {', '.join(HOLDOUTS)}")
+    rows = []
+    for lib, g in held.groupby("library"):
+        fits = {}
+        for alg, tg in train[train.library == lib].groupby("algorithm"):
+            model = model_of(lib, alg)
+            if model:
+                f = fit_one(lib, alg, model, tg, "intra")
+                if f.status == "ok":
+                    fits[alg] = f
+        for (ranks, size), h in g.groupby(["ranks", "size_bytes"]):
+            h = h[h.algorithm.isin(fits)]
+            if len(h) < 2:
+                continue
+            measured = dict(zip(h.algorithm, h.avg_us))
+            predicted = {a: float(fits[a].predict([size], [ranks])[0]) for a in measured}
+            pick = min(predicted, key=predicted.get)
+            best = min(measured, key=measured.get)
+            rows.append({"holdout": holdout, "library": lib, "ranks": ranks, "size_bytes": size, "predicted_best": pick,
+                         "measured_best": best, "measured_best_us": measured[best],
+                         "predicted_pick_measured_us": measured[pick],
+                         "within_10pct": measured[pick] <= 1.1 * measured[best],
+                         "predicted_us": predicted[pick]})
+    return pd.DataFrame(rows)
+
+
+def default_proxy(b: pd.DataFrame, lib: str) -> dict[int, str]:
+    """Per measured size at the largest measured rank count: the modelled algorithm closest to the default."""
+    m = b[(b.library == lib) & (b.nodes == 1)]
+    if m.empty:
+        return {}
+    m = m.groupby(["algorithm", "ranks", "size_bytes"], as_index=False).avg_us.median()
+    m = m[m.ranks == m.ranks.max()]
+    out = {}
+    for size, g in m.groupby("size_bytes"):
+        d = g[g.algorithm == DEFAULT].avg_us
+        cand = g[g.algorithm.map(lambda a: model_of(lib, a) is not None) & ~g.algorithm.isin(OWN_ALGORITHMS)]
+        if len(d) and len(cand):
+            out[int(size)] = cand.iloc[(cand.avg_us - d.iloc[0]).abs().argmin()].algorithm
+    return out
+
+
+def predict(fits: list[Fit], b: pd.DataFrame, ranks: list[int], sizes: list[int]) -> pd.DataFrame:
+    """Per library, ranks and size: predicted time of each accepted native fit, the best, and its speedup
+    over the algorithm that behaves like the library's default at the measured scale (default_proxy)."""
+    rows = []
+    for lib in sorted({f.library for f in fits}):
+        ok = [f for f in fits if f.library == lib and f.status == "ok" and f.node_class == "intra"
+              and f.algorithm not in OWN_ALGORITHMS]
+        if not ok:
+            continue
+        proxy = default_proxy(b, lib)
+        for p in ranks:
+            t = {f.algorithm: f.predict(sizes, [p] * len(sizes)) for f in ok}
+            for i, n in enumerate(sizes):
+                times = {a: float(v[i]) for a, v in t.items()}
+                best = min(times, key=times.get)
+                near = [s for s in proxy if s <= n] or list(proxy)
+                dflt = proxy[max(near)] if proxy else None
+                rows.append({"library": lib, "ranks": p, "size_bytes": n, "predicted_best": best,
+                             "predicted_us": times[best], "default_like": dflt,
+                             "predicted_speedup_vs_default": times[dflt] / times[best] if dflt in times else math.nan})
+    return pd.DataFrame(rows)
+
+
+def run(bench_files, results, figures, ranks: list[int], sizes: list[int]) -> list:
+    """`ardlab predict`: fits, held-out validation, predictions, predicted tuned files and figures."""
+    from pathlib import Path
+
+    from ardlab.analysis import read, tuned
+    from ardlab.analysis.report import _save
+
+    results, figures = Path(results), Path(figures)
+    b = read.bench(bench_files)
+    if b.empty:
+        raise ValueError("no microbenchmark rows to fit")
+    tables = results / "tables"
+    fits = fit_all(b)
+    fit_df = pd.DataFrame([f.__dict__ for f in fits])
+    _save(fit_df, tables, "costmodel_fits")
+    val = pd.concat([validate(b, h) for h in HOLDOUTS], ignore_index=True)
+    summary = pd.DataFrame(columns=["holdout", "library", "score", "points"])
+    if len(val):
+        summary = (val.groupby(["holdout", "library"]).within_10pct.agg(["mean", "size"]).reset_index()
+                   .rename(columns={"mean": "score", "size": "points"}))
+        for h, g in val.groupby("holdout"):
+            summary.loc[len(summary)] = [h, "all", g.within_10pct.mean(), len(g)]
+    _save(summary, tables, "costmodel_validation")
+    if len(val):
+        _save(val, tables, "costmodel_validation_points")
+    pred = predict(fits, b, ranks, sizes)
+    _save(pred, tables, "costmodel_predictions")
+    written = [tables / f"costmodel_{t}.csv" for t in ("fits", "validation", "predictions")]
+    for (lib, p), g in pred.groupby(["library", "ranks"]):
+        g = g.sort_values("size_bytes")
+        ranges, lo = [], 0
+        for n, alg in zip(g.size_bytes, g.predicted_best):
+            if ranges and ranges[-1].algorithm == alg:
+                ranges[-1] = tuned.Range(ranges[-1].lo, int(n), alg)
+            else:
+                ranges.append(tuned.Range(lo, int(n), alg))
+            lo = int(n) + 1
+        ranges[-1] = tuned.Range(ranges[-1].lo, tuned.MAX_BYTES, ranges[-1].algorithm)
+        if all(library(lib).algorithms[r.algorithm].selectable for r in ranges):
+            out = results / "tuned" / "predicted" / f"{lib}-r{p}{library(lib).tuning_suffix}"
+            try:
+                written.append(tuned.write(lib, ranges, int(p), out))
+            except (FileNotFoundError, ValueError) as e:  # MPICH needs its libmpi for the built-in tree
+                print(f"note: no predicted tuned file for {lib}: {e}")
+    return written + _figures(fits, b, val, pred, figures)
+
+
+def _figures(fits, b, val, pred, out) -> list:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    made = []
+    if len(val):
+        fig, ax = plt.subplots(figsize=(6, 6))
+        for i, ((h, lib), g) in enumerate(val.groupby(["holdout", "library"])):
+            ax.scatter(g.predicted_pick_measured_us, g.predicted_us, s=14, color=f"C{i % 3}",
+                       marker="o" if h == "sizes" else "^",
+                       label=f"{lib}, held-out {h}: {g.within_10pct.mean():.0%} within 10%")
+        lim = [val[["predicted_us", "predicted_pick_measured_us"]].min().min() / 2,
+               val[["predicted_us", "predicted_pick_measured_us"]].max().max() * 2]
+        ax.plot(lim, lim, "k--", lw=1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("measured time of the predicted best (us, held out)")
+        ax.set_ylabel("predicted time (us)")
+        ax.set_title("Cost model on held-out points (larger ranks or sizes than fitted)")
+        ax.legend(fontsize=8)
+        for ext in ("png", "pdf"):
+            fig.savefig(out / f"predicted_vs_measured.{ext}", dpi=120, bbox_inches="tight")
+            made.append(out / f"predicted_vs_measured.{ext}")
+        plt.close(fig)
+    for lib in sorted({f.library for f in fits}):
+        ok = [f for f in fits if f.library == lib and f.status == "ok" and f.node_class == "intra"]
+        if not ok:
+            continue
+        p = int(pred.ranks.max()) if len(pred) else 1024
+        n = np.unique(np.logspace(2, 30, 57, base=2).astype(int))
+        fig, ax = plt.subplots(figsize=(7, 5))
+        for f in ok:
+            ax.plot(n, f.predict(n, [p] * len(n)), "--" if f.algorithm.startswith("own_") else "-", label=f.algorithm)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("predicted time (us)")
+        ax.set_title(f"{library(lib).display}: predicted MPI_Allreduce at {p} ranks (intra-node constants)")
+        ax.legend(fontsize=7, ncol=2)
+        ax.grid(True, which="both", alpha=0.3)
+        for ext in ("png", "pdf"):
+            fig.savefig(out / f"predicted_{lib}_r{p}.{ext}", dpi=120, bbox_inches="tight")
+            made.append(out / f"predicted_{lib}_r{p}.{ext}")
+        plt.close(fig)
+    return made

@@ -1,0 +1,33 @@
+# Aggregation: tables (CSV + Markdown) and figures from the raw CSVs of the jobs that succeeded.
+
+_BENCH = [f"{R}/{j.path}" for j in JOBS["microbench"]]
+_TRAIN = [f"{R}/{j.path}" for j in JOBS["train"] + JOBS["horovod"]]
+_TABLES = (["microbench_speedup", "microbench_across_libraries", "best_algorithm_ranges"] if _BENCH else []) + (
+    ["training_throughput"] if _TRAIN else []) + (["tuned_speedup"] if config["tuned"]["enabled"] else [])
+
+
+localrules: report, costmodel
+
+
+rule report:
+    input: bench=_BENCH, train=_TRAIN
+    output:
+        tables=[f"{R}/tables/{t}.{ext}" for t in _TABLES for ext in ("csv", "md")],
+        figures=directory(f"{R}/figures/measured"),
+    log: f"{R}/logs/report.log"
+    shell:
+        "{sys.executable} -m ardlab.cli report --results {R} --figures {output.figures}"
+        " --bench {input.bench} --train {input.train} > {log} 2>&1"
+
+
+rule costmodel:
+    input: bench=[p for p, j in zip(_BENCH, JOBS["microbench"]) if j.algorithm != "tuned"]
+    output:
+        tables=[f"{R}/tables/costmodel_{t}.{ext}" for t in ("fits", "validation", "predictions")
+                for ext in ("csv", "md")],
+        figures=directory(f"{R}/figures/costmodel"),
+    log: f"{R}/logs/costmodel.log"
+    params: ranks=" ".join(map(str, config["costmodel"]["predict_ranks"]))
+    shell:
+        "{sys.executable} -m ardlab.cli predict --results {R} --figures {output.figures} --ranks {params.ranks}"
+        " --fit {input.bench} > {log} 2>&1"
