@@ -12,8 +12,9 @@ import sys
 from ardlab.study import commands
 from ardlab.study import config as study
 
-configfile: "workflow/config/local.yaml"
-
+if not config:
+    raise ValueError("no configuration: run with --profile workflow/profiles/local (the local default, "
+                     "workflow/config/local.yaml) or --configfile FILE")
 study.validate(config)
 R = config["results"]
 JOBS = study.jobs(config)

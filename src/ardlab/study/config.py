@@ -107,7 +107,7 @@ def check(config: dict) -> None:
         except ValueError as e:
             raise ValueError(f"config key 'microbench.sizes': {e}") from None
         for n in config["microbench"]["nodes"]:
-            bad = [r for r in config["microbench"]["ranks"] if r % n]
+            bad = [r for r in config["microbench"]["ranks"] if r >= n and r % n]
             if bad:
                 raise ValueError(f"config key 'microbench.ranks': {bad[0]} ranks do not divide over {n} nodes")
     if config["launcher"] == "srun":
@@ -172,7 +172,7 @@ def jobs(config: dict) -> dict[str, list[Job]]:
                 algs += list(OWN_ALGORITHMS) if mb["own"] else []
                 for alg in dict.fromkeys(algs):
                     for ranks in mb["ranks"]:
-                        if ranks >= nodes:
+                        if ranks >= nodes and ranks % nodes == 0:
                             out["microbench"] += [Job("microbench", lib, alg, ranks, r, nodes) for r in reps]
         tuned = config["tuned"]["enabled"]
         if tr["enabled"]:
