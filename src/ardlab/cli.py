@@ -108,7 +108,9 @@ def _train(args: argparse.Namespace) -> int:
             weight_decay=args.weight_decay, warmup_steps=args.warmup_steps, parallel_mode=args.parallel_mode,
             allreduce=own or "native", algorithm_label=forced_algorithm(lib.name, os.environ),
             bucket_bytes=int(args.bucket_mb * (1 << 20)), seed=args.seed, augment=args.augment,
-            progress=not args.no_progress)
+            progress=not args.no_progress, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
+            plateau_patience=args.plateau_patience, plateau_factor=args.plateau_factor,
+            early_stop_patience=args.early_stop_patience, prefetch=args.prefetch, layer_timing=args.layer_timing)
         row = run(cfg)
         if MPI.COMM_WORLD.Get_rank() == 0:
             if args.output:
@@ -278,9 +280,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_train)
     t = s.add_argument_group("training (passed to every rank)")
     t.add_argument("--model", default="simplecnn")
-    t.add_argument("--dataset", default="synthetic", help="synthetic, digits, mnist, cifar10")
+    t.add_argument("--dataset", default="synthetic", help="synthetic, digits, mnist, cifar10, images (class "
+                   "folders of JPEG/PNG), npz (shards <split>-*.npz with x, y)")
     t.add_argument("--data-path")
-    t.add_argument("--input-shape", help="synthetic data shape HxWxC (default 32x32x3)")
+    t.add_argument("--input-shape", help="synthetic data shape HxWxC (default 32x32x3); images: HxW to resize to")
     t.add_argument("--classes", type=int, default=10)
     b = t.add_mutually_exclusive_group()
     b.add_argument("--batch-per-rank", type=int)
@@ -296,6 +299,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--bucket-mb", type=float, default=4.0)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--augment", action="store_true", help="random crop + horizontal flip")
+    t.add_argument("--checkpoint-dir", help="write a checkpoint after every epoch (atomically, rank 0)")
+    t.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --checkpoint-dir")
+    t.add_argument("--plateau-patience", type=int, default=0,
+                   help="reduce the learning rate when the epoch loss stalls this many epochs (0: off)")
+    t.add_argument("--plateau-factor", type=float, default=0.1)
+    t.add_argument("--early-stop-patience", type=int, default=0, help="stop after this many stalled epochs (0: off)")
+    t.add_argument("--prefetch", type=int, default=2, help="batches loaded ahead in a thread (0: none)")
+    t.add_argument("--layer-timing", help="CSV of per-layer forward/backward/Allreduce seconds per step")
     t.add_argument("--output", help="summary row CSV (written atomically by rank 0)")
     t.add_argument("--no-progress", action="store_true")
 
@@ -335,8 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_train_tf)
     t = s.add_argument_group("training (passed to every rank)")
     t.add_argument("--threads", type=int, help="TensorFlow intra/inter-op threads per rank")
-    t.add_argument("--model", default="resnet20", help="an ardlab.nn model (same architecture) or resnet50, "
-                   "vgg16_imagenet, inceptionv3, mobilenetv2, densenet121")
+    t.add_argument("--model", default="resnet20", help="an ardlab.nn model (same architecture, e.g. resnet20, "
+                   "resnet50) or keras.applications': keras_resnet50, keras_vgg16, keras_inceptionv3, "
+                   "keras_mobilenetv2, keras_densenet121")
     t.add_argument("--dataset", default="synthetic", help="synthetic, digits, mnist, cifar10")
     t.add_argument("--data-path")
     t.add_argument("--image-size", type=int, help="synthetic images are SIZExSIZEx3 (default 32; 224 for "

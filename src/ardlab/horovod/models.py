@@ -15,11 +15,11 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 # name -> (keras.applications constructor, smallest input side it accepts)
 APPLICATIONS = {
-    "resnet50": ("ResNet50", 32),
-    "vgg16_imagenet": ("VGG16", 32),
-    "inceptionv3": ("InceptionV3", 75),
-    "mobilenetv2": ("MobileNetV2", 32),
-    "densenet121": ("DenseNet121", 32),
+    "keras_resnet50": ("ResNet50", 32),
+    "keras_vgg16": ("VGG16", 32),
+    "keras_inceptionv3": ("InceptionV3", 75),
+    "keras_mobilenetv2": ("MobileNetV2", 32),
+    "keras_densenet121": ("DenseNet121", 32),
 }
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import time
+
 import numpy as np
 
 from ardlab.nn.layers.base import Layer, Tensor
@@ -32,6 +34,7 @@ class Model:
             raise ValueError(f"model {name}: the output does not depend on the input")
         self.nodes = [t for t in order if t.layer is not None]
         self.layers: list[Layer] = [t.layer for t in self.nodes]
+        self.timing: dict[str, list[float]] | None = None  # layer -> [forward s, backward s] when enabled
         self.consumers: dict[int, int] = {}
         for t in self.nodes:
             for i in t.inputs:
@@ -66,9 +69,13 @@ class Model:
                              f"got {tuple(x.shape)}")
         values = {self.input.id: x}
         remaining = dict(self.consumers)
+        timing = self.timing
         for t in self.nodes:
             args = [values[i.id] for i in t.inputs]
+            t0 = time.perf_counter() if timing is not None else 0.0
             values[t.id] = t.layer.forward(args if t.layer.multi_input else args[0], training)
+            if timing is not None:
+                timing.setdefault(t.layer.name, [0.0, 0.0])[0] += time.perf_counter() - t0
             for i in t.inputs:  # free activations nobody else reads
                 remaining[i.id] -= 1
                 if remaining[i.id] == 0 and i.id != self.input.id:
@@ -79,9 +86,13 @@ class Model:
 
     def backward(self, dy: np.ndarray, on_grads: Callable[[Layer], None] | None = None) -> None:
         grads = {self.output.id: dy}
+        timing = self.timing
         for t in reversed(self.nodes):
             g = grads.pop(t.id)
+            t0 = time.perf_counter() if timing is not None else 0.0
             dx = t.layer.backward(g)
+            if timing is not None:
+                timing.setdefault(t.layer.name, [0.0, 0.0])[1] += time.perf_counter() - t0
             if on_grads is not None and t.layer.params:
                 on_grads(t.layer)
             dxs = dx if t.layer.multi_input else [dx]

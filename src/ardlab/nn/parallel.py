@@ -71,6 +71,7 @@ class DataParallel:
         self.progress = _OwnProgress(self.comm, self.own) if self.own and mode != "blocking" else None
         self.bucket_bytes = bucket_bytes
         self.allreduce_s = self.wait_s = 0.0
+        self.layer_allreduce_s: dict[str, float] = {}  # time in on_grads per layer (posting, or the blocking call)
         self._pending: list = []
         self._bucket: list = []
         self._bucket_nbytes = 0
@@ -104,7 +105,9 @@ class DataParallel:
                 self._bucket_nbytes += g.nbytes
                 if self._bucket_nbytes >= self.bucket_bytes:
                     self._flush_bucket()
-        self.allreduce_s += time.perf_counter() - t0
+        dt = time.perf_counter() - t0
+        self.allreduce_s += dt
+        self.layer_allreduce_s[layer.name] = self.layer_allreduce_s.get(layer.name, 0.0) + dt
 
     def _post(self, buf):
         if self.own:

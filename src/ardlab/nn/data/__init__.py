@@ -1,4 +1,5 @@
-"""Data sets: synthetic, scikit-learn's 8x8 digits, MNIST idx(.gz), CIFAR-10 binary batches.
+"""Data sets: synthetic, scikit-learn's 8x8 digits, MNIST idx(.gz), CIFAR-10 binary batches, ImageNet-style
+class folders of JPEG/PNG images, and .npz shards.
 
 Every loader returns a ``Dataset`` of NHWC float32 images in [0, 1] (or standardised) and int labels;
 ``batches`` shards by rank, shuffles with a seed and applies augmentation. Nothing is downloaded: users
@@ -108,16 +109,133 @@ def cifar10(directory, split: str = "train") -> Dataset:
     return Dataset(np.concatenate(xs).astype(np.float32) / 255, y, 10, f"cifar10-{split}")
 
 
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
+
+
+def image_folder(directory, split: str = "train", size=(224, 224)) -> Dataset:
+    """ImageNet layout: <directory>/<split>/<class name>/<image>.{jpg,jpeg,png}; classes in sorted order.
+
+    Each image is resized so its shorter side is the target's, then centre-cropped (RGB, [0, 1]). Everything
+    is decoded into memory: for a full ImageNet, convert once to .npz shards.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    root = Path(directory) / split
+    if not root.is_dir():
+        raise FileNotFoundError(f"image folder {root} not found (expected <data-path>/{split}/<class>/<image>)")
+    classes = sorted(p.name for p in root.iterdir() if p.is_dir())
+    if not classes:
+        raise ValueError(f"{root} has no class folders")
+    h, w = size
+    xs, ys = [], []
+    for label, cls in enumerate(classes):
+        for f in sorted(p for p in (root / cls).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES):
+            try:
+                with Image.open(f) as im:
+                    im = im.convert("RGB")
+                    scale = max(h / im.height, w / im.width)
+                    im = im.resize((max(w, round(im.width * scale)), max(h, round(im.height * scale))),
+                                   Image.BILINEAR)
+                    top, left = (im.height - h) // 2, (im.width - w) // 2
+                    xs.append(np.asarray(im.crop((left, top, left + w, top + h)), dtype=np.uint8))
+            except (UnidentifiedImageError, OSError) as e:
+                raise ValueError(f"{f}: not a readable image ({e})") from None
+            ys.append(label)
+    if not xs:
+        raise ValueError(f"no images ({', '.join(IMAGE_SUFFIXES)}) under {root}")
+    return Dataset(np.stack(xs).astype(np.float32) / 255, np.array(ys, np.int64), len(classes),
+                   f"{Path(directory).name}-{split}")
+
+
+def npz_shards(directory, split: str = "train") -> Dataset:
+    import zipfile
+
+    """Shards <directory>/<split>-*.npz, each with arrays x (N, H, W, C; uint8 0-255 or float) and y (N,)."""
+    import zipfile
+
+    d = Path(directory)
+    files = sorted(d.glob(f"{split}-*.npz"))
+    if not files:
+        raise FileNotFoundError(f"no shards {split}-*.npz in {d}")
+    xs, ys = [], []
+    for f in files:
+        try:
+            with np.load(f) as z:
+                if "x" not in z or "y" not in z:
+                    raise ValueError(f"{f}: a shard needs arrays 'x' and 'y', has {sorted(z.files)}")
+                x, y = z["x"], z["y"]
+        except (OSError, EOFError, ValueError, zipfile.BadZipFile) as e:
+            if isinstance(e, ValueError) and "a shard needs" in str(e):
+                raise
+            raise ValueError(f"{f}: unreadable or truncated .npz ({e})") from None
+        if x.ndim != 4 or len(x) != len(y):
+            raise ValueError(f"{f}: x must be (N, H, W, C) with N = len(y); got x {x.shape}, y {y.shape}")
+        if xs and x.shape[1:] != xs[0].shape[1:]:
+            raise ValueError(f"{f}: images {x.shape[1:]} differ from the first shard's {xs[0].shape[1:]}")
+        xs.append(x.astype(np.float32) / 255 if x.dtype == np.uint8 else x.astype(np.float32))
+        ys.append(y.astype(np.int64))
+    y = np.concatenate(ys)
+    if y.min() < 0:
+        raise ValueError(f"negative labels in {d}")
+    return Dataset(np.concatenate(xs), y, int(y.max()) + 1, f"{d.name}-{split}")
+
+
+DATASETS = ("synthetic", "digits", "mnist", "cifar10", "images", "npz")
+
+
 def load(name: str, path=None, split="train", shape=None, classes=10, n=1024, seed=0) -> Dataset:
     if name == "synthetic":
         return synthetic(tuple(shape or (32, 32, 3)), classes, n, seed)
     if name == "digits":
         return digits(split)
-    if name in ("mnist", "cifar10"):
+    if name in DATASETS:
         if path is None:
             raise ValueError(f"data set {name!r} needs --data-path (ardlab downloads nothing)")
-        return mnist(path, split) if name == "mnist" else cifar10(path, split)
-    raise ValueError(f"unknown data set {name!r}; valid: synthetic, digits, mnist, cifar10")
+        if name == "images":
+            return image_folder(path, split, tuple(shape[:2]) if shape else (224, 224))
+        return {"mnist": mnist, "cifar10": cifar10, "npz": npz_shards}[name](path, split)
+    raise ValueError(f"unknown data set {name!r}; valid: {', '.join(DATASETS)}")
+
+
+def prefetch(iterable, depth: int = 2):
+    """Iterate `iterable` in a background thread, `depth` items ahead, so loading overlaps compute.
+
+    An exception in the producer is raised in the consumer at the point it would have occurred.
+    """
+    import queue
+    import threading
+
+    q: queue.Queue = queue.Queue(maxsize=max(1, depth))
+    done = object()
+    stop = threading.Event()
+
+    def produce():
+        try:
+            for item in iterable:
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(done)
+        except BaseException as e:  # handed to the consumer, never lost
+            q.put(e)
+
+    t = threading.Thread(target=produce, daemon=True, name="ardlab-prefetch")
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
 
 
 def augment(x: np.ndarray, rng: np.random.Generator, crop_pad: int = 4, flip: bool = True) -> np.ndarray:

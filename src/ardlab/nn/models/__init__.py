@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ardlab.nn.models import cnn, resnet
+from ardlab.nn.models import cnn, imagenet, resnet
 
 MODELS = {
     "simplecnn": cnn.simplecnn,
@@ -16,6 +16,11 @@ MODELS = {
     "resnet32": lambda s, c: resnet.resnet_cifar(s, c, 32),
     "resnet56": lambda s, c: resnet.resnet_cifar(s, c, 56),
     "mobilenetv1": cnn.mobilenet_v1,
+    "alexnet_imagenet": imagenet.alexnet_imagenet,
+    "resnet18": lambda s, c: imagenet.resnet_imagenet(s, c, 18),
+    "resnet34": lambda s, c: imagenet.resnet_imagenet(s, c, 34),
+    "resnet50": lambda s, c: imagenet.resnet_imagenet(s, c, 50),
+    "densenet121": imagenet.densenet121,
 }
 
 

@@ -1,0 +1,62 @@
+"""The Apptainer recipes, checked where Apptainer cannot run (no Apptainer on these machines).
+
+The install script they run is the one that builds .envs/ (exercised by every test run). Here: the committed
+.def files are what the template renders from the table; each parses with spython's Singularity recipe
+parser; its base image is pinned; the files it copies exist; its %post calls the shared install script for its
+library; its labels carry the versions; and every shell script passes shellcheck.
+"""
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ardlab.comm import LIBRARIES
+from conftest import ROOT
+
+CONTAINERS = ROOT / "containers"
+SCRIPTS = [CONTAINERS / n for n in ("install-env", "install-horovod", "setup-envs", "render-defs", "build")] + [
+    ROOT / "tests/run", ROOT / "workflow/run", ROOT / ".ci/run", ROOT / "tests/slurm/start",
+    ROOT / "tests/slurm/stop"]
+
+
+def test_definitions_are_rendered_from_the_template():
+    proc = subprocess.run([CONTAINERS / "render-defs", "--check"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("lib", list(LIBRARIES))
+def test_definition_parses_and_uses_the_install_script(lib):
+    from spython.main.parse.parsers import SingularityParser
+
+    path = CONTAINERS / f"{lib}.def"
+    recipe = SingularityParser(str(path)).recipe
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm", recipe.fromHeader), recipe.fromHeader
+    for src, _dest in recipe.files:
+        assert (ROOT / src).exists(), f"{path.name} copies {src}, which does not exist"
+    post = "\n".join(recipe.install)
+    assert f"/opt/ardlab/src/containers/install-env {lib} /opt/ardlab/envs/{lib}" in post
+    labels = "\n".join(recipe.labels)
+    for pkg in LIBRARIES[lib].pip_packages:
+        assert pkg in labels
+    assert "ardlab.horovod 0.28.1" in labels
+    assert recipe.entrypoint and "ardlab" in " ".join(recipe.entrypoint if isinstance(recipe.entrypoint, list)
+                                                       else [recipe.entrypoint])
+    text = path.read_text()
+    assert "%test" in text and "train-tf" in text and "bench allreduce" in text
+
+
+def test_build_script_says_clearly_without_apptainer():
+    if shutil.which("apptainer"):
+        pytest.skip("apptainer exists here")
+    proc = subprocess.run([CONTAINERS / "build"], capture_output=True, text=True)
+    assert proc.returncode == 3 and "apptainer is not installed" in proc.stderr
+
+
+def test_shell_scripts_pass_shellcheck():
+    shellcheck = shutil.which("shellcheck")
+    assert shellcheck, "shellcheck is missing (containers/setup-envs installs it)"
+    proc = subprocess.run([shellcheck, "-x", *map(str, SCRIPTS)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout

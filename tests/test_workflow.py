@@ -1,0 +1,164 @@
+"""The Snakemake workflow: config validation, the matrix from the table, real runs (local and under Slurm).
+
+Invalid configs must fail before any job runs, naming the offending key. A tiny config runs end to end with
+the local profile (real mpiexec, real training, real Horovod, tables, figures, tuned files, cost models) and,
+in CI, under a real single-node Slurm with the slurm profile. A job that fails leaves no CSV behind and the
+report does not run.
+"""
+
+import copy
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from ardlab.comm import library
+from ardlab.study import config as study
+from conftest import ROOT
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+TINY = {
+    "results": "RESULTS",
+    "launcher": "local",
+    "max_ranks": 2,
+    "repetitions": 1,
+    "libraries": ["mpich", "openmpi"],
+    "microbench": {"algorithms": {"mpich": ["default", "ring", "recursive_doubling"],
+                                  "openmpi": ["default", "ring", "recursive_doubling"]},
+                   "own": False, "ranks": [2], "sizes": "4,64,1K,16K,256K,1M"},
+    "train": {"models": ["simplecnn"], "algorithms": "default", "ranks": [2], "batch_per_rank": 8, "steps": 3},
+    "horovod": {"models": ["simplecnn"], "algorithms": "default", "ranks": [2], "batch_per_rank": 8,
+                "warmup_batches": 1, "batches_per_iter": 1, "iterations": 2},
+    "tuned": {"enabled": True, "ranks": 2, "rerun_train": False},
+    "costmodel": {"predict_ranks": [64]},
+}
+
+
+def tiny(tmp_path, **changes):
+    cfg = copy.deepcopy(TINY)
+    cfg["results"] = str(tmp_path / "results")
+    for key, value in changes.items():
+        section, _, field = key.partition("__")
+        if field:
+            cfg[section][field] = value
+        else:
+            cfg[section] = value
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path, cfg
+
+
+def snakemake(*args, timeout=1800, env=None):
+    return subprocess.run([*SNAKEMAKE, *map(str, args)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"libraries": ["mpich", "mpix"]}, "mpix"),
+    ({"microbench__algorithms": {"openmpi": ["warp_drive"]}}, "config key 'microbench.algorithms.openmpi': "
+                                                             "algorithm 'warp_drive'"),
+    ({"microbench__algorithms": ["ring", "tree2"]}, "algorithm 'tree2' is in none of mpich, openmpi"),
+    ({"train__models": ["resnet7"]}, "config key 'train.models[0]': unknown value 'resnet7'"),
+    ({"horovod__models": ["resnet8"]}, "config key 'horovod.models[0]'"),
+    ({"microbench__ranks": [2, 16]}, "config key 'microbench.ranks': 16 exceeds max_ranks = 2"),
+    ({"microbench__nodes": [2]}, "exceeds max_nodes"),
+    ({"microbench__sizes": "4,12Q"}, "config key 'microbench.sizes'"),
+    ({"launcher": "srun"}, "config key 'images'"),
+    ({"tuned__ranks": 4}, "config key 'tuned.ranks'"),
+    ({"microbench__enabled": False, "train__enabled": False, "horovod__enabled": False, "tuned__enabled": False},
+     "selects no job"),
+    ({"repetitions": 0}, "repetitions"),
+])
+def test_bad_config_rejected_with_the_key(tmp_path, changes, message):
+    _, cfg = tiny(tmp_path, **changes)
+    with pytest.raises(Exception, match=None) as err:
+        study.validate(cfg)
+    assert message in str(err.value), str(err.value)
+
+
+def test_bad_config_fails_before_any_job(tmp_path):
+    path, cfg = tiny(tmp_path, train__models=["resnet7"])
+    proc = snakemake("--profile", "workflow/profiles/local", "--configfile", path, timeout=120)
+    assert proc.returncode != 0
+    assert "config key 'train.models[0]': unknown value 'resnet7'" in proc.stdout + proc.stderr
+    assert not Path(cfg["results"]).exists(), "a job ran despite the invalid config"
+
+
+def test_matrix_comes_from_the_table(tmp_path):
+    _, cfg = tiny(tmp_path, microbench__algorithms="all", microbench__own=True)
+    jobs = study.jobs(study.validate(cfg))["microbench"]
+    for lib in ("mpich", "openmpi"):
+        got = {j.algorithm for j in jobs if j.library == lib}
+        table = {n for n, a in library(lib).algorithms.items() if not a.multi_node_only}
+        assert got == table | {"own_ring", "own_recursive_doubling", "own_rabenseifner", "own_binomial", "tuned"}
+
+
+def test_lint_is_clean():
+    proc = snakemake("--lint", "--profile", "workflow/profiles/local", timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Lints for" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
+def test_full_study_dag_builds():
+    t0 = time.perf_counter()
+    proc = snakemake("-n", "--quiet", "all", "--configfile", "workflow/config/full.yaml", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    print(f"full-study DAG: {time.perf_counter() - t0:.1f} s")
+
+
+def _check_outputs(results: Path):
+    tables = results / "tables"
+    sp = pd.read_csv(tables / "microbench_speedup.csv")
+    assert set(sp.library) == {"mpich", "openmpi"} and {"default", "ring", "tuned"} <= set(sp.algorithm)
+    tr = pd.read_csv(tables / "training_throughput.csv")
+    assert set(tr.framework) == {"ardlab.nn", "tensorflow"}
+    assert (tables / "tuned_speedup.md").exists() and (tables / "costmodel_fits.csv").exists()
+    assert (results / "tuned" / "openmpi-r2.rules").exists() and (results / "tuned" / "mpich-r2.json").exists()
+    assert list((results / "figures" / "measured").glob("latency_bandwidth_mpich_n1_r2.png"))
+    assert list((results / "figures" / "costmodel").glob("*.png"))
+
+
+@pytest.mark.slow
+def test_tiny_study_end_to_end_local(tmp_path):
+    path, cfg = tiny(tmp_path)
+    proc = snakemake("--profile", "workflow/profiles/local", "--configfile", path)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    _check_outputs(Path(cfg["results"]))
+
+
+def test_failed_job_leaves_nothing_to_aggregate(tmp_path):
+    # TensorFlow cannot even start within 0.5 s: the job is killed, fails, and the report never runs.
+    path, cfg = tiny(tmp_path, microbench__enabled=False, tuned__enabled=False, train__enabled=False,
+                     horovod__timeout_s=0.5, costmodel={"enabled": False})
+    proc = snakemake("--profile", "workflow/profiles/local", "--configfile", path, timeout=300)
+    assert proc.returncode != 0
+    results = Path(cfg["results"])
+    assert not list(results.glob("raw/**/*.csv")), list(results.glob("raw/**/*"))
+    assert not (results / "tables").exists()
+
+
+@pytest.mark.slow
+def test_tiny_study_under_real_slurm(tmp_path):
+    state = tmp_path / "slurm"
+    start = subprocess.run([ROOT / "tests/slurm/start", state], capture_output=True, text=True, timeout=300)
+    assert start.returncode == 0, start.stdout + start.stderr
+    env = {**os.environ, "SLURM_CONF": start.stdout.strip().splitlines()[-1]}
+    try:
+        path, cfg = tiny(tmp_path, libraries=["mpich", "openmpi"], horovod__enabled=False,
+                         costmodel={"enabled": False})
+        proc = subprocess.run(["timeout", "-k", "30", "1500", *SNAKEMAKE, "--profile", "workflow/profiles/slurm",
+                               "--configfile", path, "--jobs", "2"], cwd=ROOT, capture_output=True, text=True,
+                              env=env, timeout=1600)
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+        assert "slurm" in (proc.stdout + proc.stderr).lower()
+        results = Path(cfg["results"])
+        assert (results / "tables" / "microbench_speedup.csv").exists()
+        assert (results / "tables" / "training_throughput.csv").exists()
+    finally:
+        subprocess.run([ROOT / "tests/slurm/stop", state], timeout=60)
