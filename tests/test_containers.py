@@ -32,9 +32,13 @@ def test_definition_parses_and_uses_the_install_script(lib):
     from spython.main.parse.parsers import SingularityParser
 
     path = CONTAINERS / f"{lib}.def"
-    recipe = SingularityParser(str(path)).recipe
+    stages = SingularityParser(str(path)).recipe
+    assert list(stages) == ["spython-base"], stages  # one stage
+    recipe = stages["spython-base"]
     assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm", recipe.fromHeader), recipe.fromHeader
-    for src, _dest in recipe.files:
+    assert recipe.files
+    for entry in recipe.files:
+        src, _dest = entry.split()
         assert (ROOT / src).exists(), f"{path.name} copies {src}, which does not exist"
     post = "\n".join(recipe.install)
     assert f"/opt/ardlab/src/containers/install-env {lib} /opt/ardlab/envs/{lib}" in post
@@ -42,8 +46,7 @@ def test_definition_parses_and_uses_the_install_script(lib):
     for pkg in LIBRARIES[lib].pip_packages:
         assert pkg in labels
     assert "ardlab.horovod 0.28.1" in labels
-    assert recipe.entrypoint and "ardlab" in " ".join(recipe.entrypoint if isinstance(recipe.entrypoint, list)
-                                                       else [recipe.entrypoint])
+    assert "ardlab" in str(recipe.cmd), recipe.cmd  # %runscript
     text = path.read_text()
     assert "%test" in text and "train-tf" in text and "bench allreduce" in text
 

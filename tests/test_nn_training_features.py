@@ -71,12 +71,13 @@ def test_plateau_and_early_stopping():
 
 def test_early_stopping_ends_training(tmp_path):
     out = tmp_path / "row.csv"
-    # lr 1e-6: the loss cannot improve by the minimum delta, so training stops after the patience
-    ardlab("train", "--library", "mpich", "--ranks", 1, "--model", "simplecnn", "--dataset", "digits",
-           "--global-batch", 128, "--epochs", 20, "--lr", 1e-6, "--early-stop-patience", 2, "--no-progress",
-           "--output", out)
+    # 1024 synthetic samples, batch 128 (every sample every epoch), lr 1e-9: the epoch loss cannot improve by
+    # the minimum delta; epoch 0 sets the best, epochs 1 and 2 stall: stop after three of twenty epochs
+    ardlab("train", "--library", "mpich", "--ranks", 1, "--model", "simplecnn", "--dataset", "synthetic",
+           "--input-shape", "8x8x1", "--global-batch", 128, "--epochs", 20, "--lr", 1e-9, "--early-stop-patience",
+           2, "--no-progress", "--output", out)
     (row,) = list(csv.DictReader(open(out)))
-    assert int(row["steps"]) == 2 * (1347 // 128)  # two epochs, not twenty
+    assert int(row["steps"]) == 3 * 8
 
 
 def test_layer_timing(tmp_path):

@@ -22,6 +22,7 @@ for _kind in ("microbench", "train", "horovod"):
         output: f"{R}/{study.PATTERNS[_kind]}"
         input: _tuned_input
         log: f"{R}/logs/{study.PATTERNS[_kind]}".replace(".csv", ".log")
+        conda: "../envs/driver.yaml"
         params: cmd=lambda wc, output, _k=_kind: commands.command(_job(_k, wc), config, output[0])
         threads: lambda wc, _k=_kind: _job(_k, wc).ranks
         resources:

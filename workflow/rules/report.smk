@@ -15,8 +15,11 @@ rule report:
         tables=[f"{R}/tables/{t}.{ext}" for t in _TABLES for ext in ("csv", "md")],
         figures=directory(f"{R}/figures/measured"),
     log: f"{R}/logs/report.log"
+    conda: "../envs/driver.yaml"
+    params: python=sys.executable,
+        results=lambda wc, output: os.path.dirname(os.path.dirname(output.tables[0])),
     shell:
-        "{sys.executable} -m ardlab.cli report --results {R} --figures {output.figures}"
+        "{params.python} -m ardlab.cli report --results {params.results} --figures {output.figures}"
         " --bench {input.bench} --train {input.train} > {log} 2>&1"
 
 
@@ -27,7 +30,9 @@ rule costmodel:
                 for ext in ("csv", "md")],
         figures=directory(f"{R}/figures/costmodel"),
     log: f"{R}/logs/costmodel.log"
-    params: ranks=" ".join(map(str, config["costmodel"]["predict_ranks"]))
+    conda: "../envs/driver.yaml"
+    params: ranks=" ".join(map(str, config["costmodel"]["predict_ranks"])), python=sys.executable,
+        results=lambda wc, output: os.path.dirname(os.path.dirname(output.tables[0])),
     shell:
-        "{sys.executable} -m ardlab.cli predict --results {R} --figures {output.figures} --ranks {params.ranks}"
-        " --fit {input.bench} > {log} 2>&1"
+        "{params.python} -m ardlab.cli predict --results {params.results} --figures {output.figures}"
+        " --ranks {params.ranks} --fit {input.bench} > {log} 2>&1"

@@ -77,6 +77,13 @@ def command(job: Job, config: dict, output: str) -> str:
     return line
 
 
+def tune_inputs(config: dict, jobs: dict, lib: str) -> list[str]:
+    """The microbenchmark CSVs a library's tuned file is made from (one node, the tuned rank count)."""
+    ranks = tuned_ranks(config)
+    return [str(Path(config["results"]) / j.path) for j in jobs["microbench"]
+            if j.library == lib and j.ranks == ranks and j.nodes == 1 and j.algorithm != TUNED]
+
+
 def tune_command(config: dict, lib: str, inputs: list[str], output: str) -> str:
     """`ardlab tune` (MPICH's file extends the built-in tree of the libmpi the runs use: its image's on srun)."""
     argv = ["ardlab", "tune", "--library", lib, "--ranks", str(tuned_ranks(config)), "--output", output, *inputs]

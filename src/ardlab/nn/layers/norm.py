@@ -35,6 +35,7 @@ class BatchNormalization(Layer):
             self.running_var = (m * self.running_var + (1 - m) * var).astype(self.dtype)
         else:
             mean, var = self.running_mean, self.running_var
+        self.batch_stats = training  # backward differs: batch statistics depend on x, running ones do not
         self.inv_std = (1.0 / np.sqrt(var + self.epsilon)).astype(x.dtype)
         self.xhat = (x - mean) * self.inv_std
         return self.xhat * self.params["gamma"] + self.params["beta"]
@@ -45,6 +46,9 @@ class BatchNormalization(Layer):
         self.grads["beta"][...] = dy.sum(axis=axes)
         self.grads["gamma"][...] = (dy * self.xhat).sum(axis=axes)
         dxhat = dy * self.params["gamma"]
+        if not self.batch_stats:
+            self.xhat = None
+            return (dxhat * self.inv_std).astype(dy.dtype)
         dx = (self.inv_std / n) * (n * dxhat - dxhat.sum(axis=axes) - self.xhat * (dxhat * self.xhat).sum(axis=axes))
         self.xhat = None
         return dx.astype(dy.dtype)
