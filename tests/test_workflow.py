@@ -30,7 +30,8 @@ TINY = {
     "repetitions": 1,
     "libraries": ["mpich", "openmpi"],
     "microbench": {"algorithms": {"mpich": ["default", "ring", "recursive_doubling"],
-                                  "openmpi": ["default", "ring", "recursive_doubling"]},
+                                  "openmpi": ["default", "ring", "recursive_doubling"],
+                                  "intelmpi": ["default", "ring", "recursive_doubling"]},
                    "own": False, "ranks": [2], "sizes": "4,64,1K,16K,256K,1M"},
     "train": {"models": ["simplecnn"], "algorithms": "default", "ranks": [2], "batch_per_rank": 8, "steps": 3},
     "horovod": {"models": ["simplecnn"], "algorithms": "default", "ranks": [2], "batch_per_rank": 8,
@@ -150,7 +151,7 @@ def test_tiny_study_under_real_slurm(tmp_path):
     assert start.returncode == 0, start.stdout + start.stderr
     env = {**os.environ, "SLURM_CONF": start.stdout.strip().splitlines()[-1]}
     try:
-        path, cfg = tiny(tmp_path, libraries=["mpich", "openmpi"], horovod__enabled=False,
+        path, cfg = tiny(tmp_path, libraries=["mpich", "openmpi", "intelmpi"], horovod__enabled=False,
                          costmodel={"enabled": False})
         proc = subprocess.run(["timeout", "-k", "30", "1500", *SNAKEMAKE, "--profile", "workflow/profiles/slurm",
                                "--configfile", path, "--jobs", "2"], cwd=ROOT, capture_output=True, text=True,

@@ -6,7 +6,7 @@ _TABLES = (["microbench_speedup", "microbench_across_libraries", "best_algorithm
     ["training_throughput"] if _TRAIN else []) + (["tuned_speedup"] if config["tuned"]["enabled"] else [])
 
 
-localrules: report, costmodel
+localrules: report, costmodel, tune  # light: they run where snakemake runs
 
 
 rule report:

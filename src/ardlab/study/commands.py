@@ -102,6 +102,8 @@ def resources(job: Job, config: dict) -> dict:
     res = {"measure": 1, "runtime": runtime, "mem_mb": 2000 + 1500 * job.ranks, "mpi": "mpiexec"}
     if config["launcher"] == "srun":
         res.update(nodes=job.nodes, tasks=job.ranks, cpus_per_task=threads(job, config), mpi="srun")
-    else:  # one process (ardlab's driver) that starts all ranks on its node
-        res.update(nodes=1, tasks=1, cpus_per_task=min(cores, config["cpus_per_node"]))
+    else:  # ardlab's driver starts the ranks with the library's mpiexec on the job's node: one slot per rank,
+        # at most the node's cores (more ranks than cores are oversubscribed, as on the local profile)
+        per = min(threads(job, config), config["cpus_per_node"])
+        res.update(nodes=1, tasks=max(2, min(job.ranks, config["cpus_per_node"] // per)), cpus_per_task=per)
     return res
