@@ -9,7 +9,6 @@ library; its labels carry the versions; and every shell script passes shellcheck
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 

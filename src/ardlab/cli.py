@@ -94,7 +94,6 @@ def _train(args: argparse.Namespace) -> int:
     if args.in_mpi:
         from mpi4py import MPI
 
-        from ardlab.analysis.columns import TRAIN_COLUMNS, write_csv_atomic
         from ardlab.comm import detect, forced_algorithm
         from ardlab.nn.trainer import TrainConfig, run
 
@@ -113,10 +112,8 @@ def _train(args: argparse.Namespace) -> int:
             early_stop_patience=args.early_stop_patience, prefetch=args.prefetch, layer_timing=args.layer_timing)
         row = run(cfg)
         if MPI.COMM_WORLD.Get_rank() == 0:
-            if args.output:
-                write_csv_atomic(args.output, TRAIN_COLUMNS, [row])
-            print(", ".join(f"{k}={row[k]}" for k in ("model", "library", "algorithm", "parallel_mode", "ranks",
-                                                       "img_per_s", "final_loss", "final_accuracy")))
+            _emit_row(row, args.output, ("model", "library", "algorithm", "parallel_mode", "ranks", "img_per_s",
+                                         "final_loss", "final_accuracy"))
         return 0
     if not args.library:
         raise ValueError(f"--library is required (one of: {', '.join(LIBRARIES)}) unless --in-mpi")
@@ -129,6 +126,15 @@ def _train(args: argparse.Namespace) -> int:
     proc = launch.run(args.library, args.ranks, inner, algorithm=native,
                       extra_env={**threads, **_tuned_env(args)}, capture=False, timeout=args.timeout)
     return proc.returncode
+
+
+def _emit_row(row: dict, output: str | None, shown: tuple[str, ...]) -> None:
+    """Rank 0's end of a training run: the summary row to its CSV (atomically) and a line to stdout."""
+    from ardlab.analysis.columns import TRAIN_COLUMNS, write_csv_atomic
+
+    if output:
+        write_csv_atomic(output, TRAIN_COLUMNS, [row])
+    print(", ".join(f"{k}={row[k]}" for k in shown))
 
 
 def _tuned_env(args: argparse.Namespace) -> dict[str, str]:
@@ -148,7 +154,6 @@ def _train_tf(args: argparse.Namespace) -> int:
     knobs = horovod_env(fusion_threshold_mb=args.fusion_threshold_mb, cycle_time_ms=args.cycle_time_ms,
                         cache_capacity=args.cache_capacity, timeline=args.timeline)
     if args.in_mpi:
-        from ardlab.analysis.columns import TRAIN_COLUMNS, write_csv_atomic
         from ardlab.horovod.train import run
 
         os.environ.update(knobs)  # before hvd.init()
@@ -160,10 +165,8 @@ def _train_tf(args: argparse.Namespace) -> int:
                        seed=args.seed, save_weights=args.save_weights, progress=not args.no_progress)
         row = run(cfg)
         if row is not None:  # rank 0
-            if args.output:
-                write_csv_atomic(args.output, TRAIN_COLUMNS, [row])
-            print(", ".join(f"{k}={row[k]}" for k in ("framework", "model", "library", "algorithm", "ranks",
-                                                       "img_per_s", "img_per_s_ci95", "final_loss")))
+            _emit_row(row, args.output, ("framework", "model", "library", "algorithm", "ranks", "img_per_s",
+                                         "img_per_s_ci95", "final_loss"))
         return 0
     if not args.library:
         raise ValueError(f"--library is required (one of: {', '.join(LIBRARIES)}) unless --in-mpi")

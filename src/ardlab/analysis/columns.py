@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import csv
 import os
-import tempfile
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
+
+from ardlab.atomic import atomic_open
 
 BENCH_COLUMNS = [
     "library", "library_version", "algorithm", "implementation", "ranks", "nodes", "hostname", "dtype",
@@ -27,27 +28,17 @@ TRAIN_COLUMNS = [
 def write_csv_atomic(path: str | os.PathLike, columns: Sequence[str], rows: Iterable[Mapping]) -> Path:
     """Write rows to `path` so that the final name only ever holds a complete file.
 
-    The rows go to a temporary file in the same folder, which is flushed, fsynced and renamed over `path`;
-    a run killed midway leaves at most a stray temporary file, never a truncated `path`.
+    Written with `ardlab.atomic.atomic_open`: a run killed midway never leaves a truncated `path`.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(columns), extrasaction="raise")
-            w.writeheader()
-            for row in rows:
-                missing = [c for c in columns if c not in row]
-                if missing:
-                    raise ValueError(f"result row lacks columns {missing}")
-                w.writerow(row)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(columns), extrasaction="raise")
+        w.writeheader()
+        for row in rows:
+            missing = [c for c in columns if c not in row]
+            if missing:
+                raise ValueError(f"result row lacks columns {missing}")
+            w.writerow(row)
     return path
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ardlab.atomic import atomic_open
 from ardlab.comm.libraries import DEFAULT, library
 
 MAX_BYTES = 2**31 - 1
@@ -119,9 +120,6 @@ def mpich_json(ranges: list[Range], ranks: int, builtin: dict) -> str:
 def write(library_name: str, ranges: list[Range], ranks: int, output: str | Path, *,
           libmpi: str | Path | None = None) -> Path:
     """Write the tuned selection file of `library_name` atomically."""
-    import os
-    import tempfile
-
     if library_name == "openmpi":
         text = openmpi_rules(ranges, ranks)
     elif library_name == "intelmpi":
@@ -135,9 +133,6 @@ def write(library_name: str, ranges: list[Range], ranks: int, output: str | Path
     else:
         raise ValueError(f"no tuned-file writer for {library_name!r}")
     output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", dir=output.parent)
-    with os.fdopen(fd, "w") as f:
+    with atomic_open(output) as f:
         f.write(text)
-    os.replace(tmp, output)
     return output

@@ -24,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 from ardlab.comm import launch
-from ardlab.comm.libraries import DEFAULT, library
+from ardlab.comm.libraries import library
 
 HIT = "ARDLAB-HIT"
 MARK = "ARDLAB-PROBE-START"

@@ -181,11 +181,10 @@ def run(cfg: TFConfig) -> dict | None:
         bar.close()
     final = hvd.allreduce(tf.constant([loss, acc], tf.float64), op=hvd.Average).numpy()
     if cfg.save_weights:
-        path = cfg.save_weights.format(rank=rank)
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        tmp = f"{path}.tmp{os.getpid()}.npz"
-        np.savez(tmp, *[v.numpy() for v in model.weights])
-        os.replace(tmp, path)
+        from ardlab.atomic import atomic_open
+
+        with atomic_open(cfg.save_weights.format(rank=rank), "wb") as f:
+            np.savez(f, *[v.numpy() for v in model.weights])
     if rank != 0:
         return None
     ips = np.array(rates)

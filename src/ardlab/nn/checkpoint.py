@@ -9,12 +9,12 @@ weights as an uninterrupted one.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from ardlab.atomic import atomic_open
 
 _NAME = re.compile(r"^ckpt-epoch(\d+)\.npz$")
 
@@ -29,16 +29,8 @@ def save(directory, model, optimizer, *, epoch: int, step: int, extra: dict | No
             "rng": rngs, "extra": extra or {}}
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     path = d / f"ckpt-epoch{epoch}.npz"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, "wb") as f:
+        np.savez(f, **arrays)
     return path
 
 

@@ -97,7 +97,6 @@ def resources(job: Job, config: dict) -> dict:
     """Slurm resources of a job (the local profile only counts `measure`, one measurement at a time)."""
     sec = config[job.kind]
     runtime = int(sec["timeout_s"] // 60) + 10
-    cores = job.ranks * threads(job, config)
     # `mpi` also keeps Slurm's job-step plugin from wrapping the job in `srun -n1` (the job launches its ranks).
     res = {"measure": 1, "runtime": runtime, "mem_mb": 2000 + 1500 * job.ranks, "mpi": "mpiexec"}
     if config["launcher"] == "srun":

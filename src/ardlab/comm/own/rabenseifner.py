@@ -16,7 +16,7 @@ from ardlab.comm.own._common import TAG_RAB, fold_in, fold_out, prepare, real_ra
 
 def allreduce(comm: MPI.Comm, sendbuf, recvbuf: np.ndarray, op: MPI.Op = MPI.SUM) -> None:
     buf = prepare(sendbuf, recvbuf)
-    size, rank = comm.Get_size(), comm.Get_rank()
+    size = comm.Get_size()
     require_commutative(op, "own_rabenseifner")
     if size == 1 or buf.size == 0:
         return

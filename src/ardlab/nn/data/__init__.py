@@ -148,8 +148,6 @@ def image_folder(directory, split: str = "train", size=(224, 224)) -> Dataset:
 
 
 def npz_shards(directory, split: str = "train") -> Dataset:
-    import zipfile
-
     """Shards <directory>/<split>-*.npz, each with arrays x (N, H, W, C; uint8 0-255 or float) and y (N,)."""
     import zipfile
 

@@ -1,0 +1,140 @@
+"""Benchmark: ardlab.nn against tf.keras training the same architecture in one process, side by side.
+
+    .envs/mpich/bin/python -m ardlab.bench.vs_tensorflow [--models resnet20,vgg11,alexnet] [--batch 64] [--threads 2]
+
+Each (model, framework) runs in its own subprocess (so peak memory, ru_maxrss, is its own): the ardlab.nn
+model, and its layer-by-layer tf_keras translation (ardlab.horovod.models.from_ardlab) with a compiled
+(tf.function) SGD step; the same batch, the same thread count (BLAS / TensorFlow intra- and inter-op),
+synthetic CIFAR-shaped data, warm-up steps excluded. Prints img/s and peak memory of both and their ratios,
+then ardlab.nn's per-layer profile (forward, backward, share of the step). Needs a library environment's Python
+(TensorFlow is there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+
+def _ardlab(model_name: str, batch: int, steps: int, warmup: int) -> dict:
+    import numpy as np
+
+    from ardlab.nn import initializers, losses, models, optim
+
+    initializers.seed(0)
+    model = models.get(model_name, (32, 32, 3), 10)
+    opt = optim.get("sgd", lr=0.01, momentum=0.9)
+    loss_fn = losses.get("categorical_crossentropy")
+    rng = np.random.default_rng(0)
+    x = rng.random((batch, 32, 32, 3), dtype=np.float32)
+    y = rng.integers(0, 10, batch)
+    times = []
+    for i in range(warmup + steps):
+        if i == warmup:
+            model.timing = {}
+        t0 = time.perf_counter()
+        _, d = loss_fn(model.forward(x, training=True), y)
+        model.backward(d)
+        opt.step(model)
+        times.append(time.perf_counter() - t0)
+    per_step = sum(times[warmup:]) / steps
+    layers = [(name, f / steps, b / steps) for name, (f, b) in model.timing.items()]
+    return {"img_per_s": batch / per_step, "step_s": per_step, "layers": layers}
+
+
+def _tensorflow(model_name: str, batch: int, steps: int, warmup: int, threads: int) -> dict:
+    import numpy as np
+
+    from ardlab.horovod import models as kmodels  # sets TF_USE_LEGACY_KERAS first
+    from ardlab.nn import models
+
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    tf.keras.utils.set_random_seed(0)
+    model = kmodels.from_ardlab(models.get(model_name, (32, 32, 3), 10))
+    opt = tf.keras.optimizers.SGD(0.01, momentum=0.9)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.random((batch, 32, 32, 3), dtype=np.float32))
+    y = tf.constant(rng.integers(0, 10, batch))
+    times = []
+    for _ in range(warmup + steps):
+        t0 = time.perf_counter()
+        float(step(x, y))
+        times.append(time.perf_counter() - t0)
+    per_step = sum(times[warmup:]) / steps
+    return {"img_per_s": batch / per_step, "step_s": per_step}
+
+
+def _child(args) -> int:
+    import resource
+
+    if args.framework == "ardlab.nn":
+        out = _ardlab(args.model, args.batch, args.steps, args.warmup)
+    else:
+        out = _tensorflow(args.model, args.batch, args.steps, args.warmup, args.threads)
+    out["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print("RESULT " + json.dumps(out))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default="resnet20,vgg11,alexnet")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--child", choices=["ardlab.nn", "tensorflow"], dest="framework", help=argparse.SUPPRESS)
+    p.add_argument("--model", help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.framework:
+        return _child(a)
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2",
+           **{k: str(a.threads) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}}
+    print(f"batch {a.batch}, {a.threads} threads, CIFAR shapes, {a.steps} timed steps after {a.warmup} warm-up")
+    print(f"{'model':10s} {'ardlab.nn img/s':>16s} {'TF img/s':>10s} {'ratio':>6s} {'nn peak MiB':>12s} "
+          f"{'TF peak MiB':>12s} {'ratio':>6s}")
+    profiles = {}
+    for m in a.models.split(","):
+        res = {}
+        for fw in ("ardlab.nn", "tensorflow"):
+            proc = subprocess.run([sys.executable, "-m", "ardlab.bench.vs_tensorflow", "--child", fw, "--model", m,
+                                   "--batch", str(a.batch), "--threads", str(a.threads), "--steps", str(a.steps),
+                                   "--warmup", str(a.warmup)], capture_output=True, text=True, env=env)
+            line = [s for s in proc.stdout.splitlines() if s.startswith("RESULT ")]
+            if proc.returncode != 0 or not line:
+                raise RuntimeError(f"{fw} {m} failed:\n{proc.stderr[-2000:]}")
+            res[fw] = json.loads(line[0][7:])
+        nn, tf = res["ardlab.nn"], res["tensorflow"]
+        profiles[m] = nn
+        print(f"{m:10s} {nn['img_per_s']:16.1f} {tf['img_per_s']:10.1f} {nn['img_per_s'] / tf['img_per_s']:6.2f} "
+              f"{nn['peak_mib']:12.0f} {tf['peak_mib']:12.0f} {nn['peak_mib'] / tf['peak_mib']:6.2f}", flush=True)
+    for m, nn in profiles.items():
+        total = nn["step_s"]
+        print(f"\nardlab.nn {m}: where a step goes ({total * 1e3:.1f} ms; layers over 2% of the step)")
+        for name, f, b in sorted(nn["layers"], key=lambda r: -(r[1] + r[2])):
+            if (f + b) / total >= 0.02:
+                print(f"  {name:28s} forward {f * 1e3:7.2f} ms  backward {b * 1e3:7.2f} ms  {100 * (f + b) / total:5.1f}%")
+        rest = total - sum(f + b for _, f, b in nn["layers"])
+        print(f"  {'(loss, update, other)':28s} {rest * 1e3:7.2f} ms  {100 * rest / total:5.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
