@@ -13,7 +13,7 @@ rule report:
     input: bench=_BENCH, train=_TRAIN
     output:
         tables=[f"{R}/tables/{t}.{ext}" for t in _TABLES for ext in ("csv", "md")],
-        figures=directory(f"{R}/figures/measured"),
+        figures=report(directory(f"{R}/figures/measured"), patterns=["{name}.png"], category="Measured"),
     log: f"{R}/logs/report.log"
     conda: "../envs/driver.yaml"
     params: python=sys.executable,
@@ -28,7 +28,7 @@ rule costmodel:
     output:
         tables=[f"{R}/tables/costmodel_{t}.{ext}" for t in ("fits", "validation", "predictions")
                 for ext in ("csv", "md")],
-        figures=directory(f"{R}/figures/costmodel"),
+        figures=report(directory(f"{R}/figures/costmodel"), patterns=["{name}.png"], category="Cost models"),
     log: f"{R}/logs/costmodel.log"
     conda: "../envs/driver.yaml"
     params: ranks=" ".join(map(str, config["costmodel"]["predict_ranks"])), python=sys.executable,
