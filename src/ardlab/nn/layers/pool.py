@@ -24,13 +24,17 @@ class _Pool2D(Layer):
         ho, wo, self.pads = out_and_pads(h, w, self.k, self.s, self.padding)
         return (ho, wo, c)
 
-    def _windows(self, x, fill):
+    def _pad(self, x, fill):
+        """The input padded with `fill` as the padding mode needs; records the shapes backward uses."""
         n, h, w, c = x.shape
         ho, wo, pads = out_and_pads(h, w, self.k, self.s, self.padding)
         pt, pb, pl, pr = pads
         xp = np.pad(x, ((0, 0), (pt, pb), (pl, pr), (0, 0)), constant_values=fill) if any(pads) else x
         self.x_shape, self.xp_shape, self.ho, self.wo, self.pads = x.shape, xp.shape, ho, wo, pads
-        return windows(xp, self.k, self.s, ho, wo)  # (N, Ho, Wo, kh, kw, C)
+        return xp
+
+    def _windows(self, x, fill):
+        return windows(self._pad(x, fill), self.k, self.s, self.ho, self.wo)  # (N, Ho, Wo, kh, kw, C)
 
     def _crop(self, dxp):
         pt, _, pl, _ = self.pads
@@ -38,20 +42,39 @@ class _Pool2D(Layer):
 
 
 class MaxPool2D(_Pool2D):
+    """Max over the window; the gradient goes to the first maximum in row-major window order (as TensorFlow).
+
+    One pass per window tap over strided views (no window copy): for 2x2 pooling, four passes over an array
+    a quarter of the input's size.
+    """
+
+    def _taps(self, xp):
+        (kh, kw), (sh, sw) = self.k, self.s
+        for i in range(kh):
+            for j in range(kw):
+                yield i * kw + j, xp[:, i : i + (self.ho - 1) * sh + 1 : sh, j : j + (self.wo - 1) * sw + 1 : sw, :]
+
     def forward(self, x, training=False):
-        win = self._windows(x, -np.inf)
-        n, ho, wo, kh, kw, c = win.shape
-        flat = win.reshape(n, ho, wo, kh * kw, c)
-        self.arg = flat.argmax(axis=3)
-        return np.take_along_axis(flat, self.arg[:, :, :, None, :], axis=3)[:, :, :, 0, :]
+        taps = self._taps(self._pad(x, -np.inf))
+        _, first = next(taps)
+        y = first.copy()
+        self.arg = np.zeros(y.shape, dtype=np.uint8)
+        for t, v in taps:
+            better = v > y
+            np.copyto(y, v, where=better)
+            self.arg[better] = t
+        return y
 
     def backward(self, dy):
-        kk = self.k[0] * self.k[1]
-        taps = np.arange(kk).reshape(1, 1, 1, kk, 1)
-        dcols = np.where(self.arg[:, :, :, None, :] == taps, dy[:, :, :, None, :], 0).astype(dy.dtype)
-        n, ho, wo, _, c = dcols.shape
-        dcols = dcols.reshape(n, ho, wo, self.k[0], self.k[1], c)
-        return self._crop(col2im(dcols, self.xp_shape, self.k, self.s, ho, wo))
+        dxp = np.zeros(self.xp_shape, dtype=dy.dtype)
+        overlap = self.s[0] < self.k[0] or self.s[1] < self.k[1]
+        for t, view in self._taps(dxp):
+            hit = self.arg == t
+            if overlap:
+                view += np.where(hit, dy, 0)
+            else:
+                np.copyto(view, dy, where=hit)
+        return self._crop(dxp)
 
 
 class AveragePool2D(_Pool2D):
