@@ -91,6 +91,14 @@ def test_bad_config_fails_before_any_job(tmp_path):
     assert not Path(cfg["results"]).exists(), "a job ran despite the invalid config"
 
 
+def test_ranks_beyond_the_profile_rejected(tmp_path):
+    # The config file allows 64 ranks; the local profile (one machine) allows 8 and wins.
+    path, cfg = tiny(tmp_path, max_ranks=64, microbench__ranks=[2, 16])
+    proc = snakemake("-n", "--profile", "workflow/profiles/local", "--configfile", path, timeout=120)
+    assert proc.returncode != 0
+    assert "config key 'microbench.ranks': 16 exceeds max_ranks = 8" in proc.stdout + proc.stderr
+
+
 def test_matrix_comes_from_the_table(tmp_path):
     _, cfg = tiny(tmp_path, microbench__algorithms="all", microbench__own=True)
     jobs = study.jobs(study.validate(cfg))["microbench"]
