@@ -55,25 +55,29 @@ class MaxPool2D(_Pool2D):
                 yield i * kw + j, xp[:, i : i + (self.ho - 1) * sh + 1 : sh, j : j + (self.wo - 1) * sw + 1 : sw, :]
 
     def forward(self, x, training=False):
-        taps = self._taps(self._pad(x, -np.inf))
+        self.xp = self._pad(x, -np.inf)
+        taps = self._taps(self.xp)
         _, first = next(taps)
-        y = first.copy()
-        self.arg = np.zeros(y.shape, dtype=np.uint8)
-        for t, v in taps:
-            better = v > y
-            np.copyto(y, v, where=better)
-            self.arg[better] = t
-        return y
+        self.y = first.copy()
+        for _, v in taps:
+            np.maximum(self.y, v, out=self.y)
+        return self.y
 
     def backward(self, dy):
-        dxp = np.zeros(self.xp_shape, dtype=dy.dtype)
         overlap = self.s[0] < self.k[0] or self.s[1] < self.k[1]
-        for t, view in self._taps(dxp):
-            hit = self.arg == t
+        # Windows that tile the padded input exactly write every cell once: no zero-fill needed.
+        tiled = self.s == self.k and self.xp_shape[1:3] == (self.ho * self.k[0], self.wo * self.k[1])
+        dxp = (np.empty if tiled else np.zeros)(self.xp_shape, dtype=dy.dtype)
+        free = np.ones(self.y.shape, dtype=bool)  # windows whose maximum has not been routed yet
+        for (_, xv), (_, dv) in zip(self._taps(self.xp), self._taps(dxp)):
+            hit = xv == self.y
+            hit &= free
+            free ^= hit
             if overlap:
-                view += np.where(hit, dy, 0)
+                dv += np.where(hit, dy, 0)
             else:
-                np.copyto(view, dy, where=hit)
+                np.multiply(dy, hit, out=dv)
+        self.xp = self.y = None
         return self._crop(dxp)
 
 
