@@ -25,30 +25,52 @@ class BatchNormalization(Layer):
         self.running_mean = self.running_mean.astype(self.dtype)
         self.running_var = self.running_var.astype(self.dtype)
 
+    def _ones(self, m: int, dtype) -> np.ndarray:
+        """A ones vector: per-channel sums over all rows as one BLAS matrix-vector product (multithreaded,
+        about twice as fast as NumPy's axis-0 reduction of a (rows, few channels) array)."""
+        ones = getattr(self, "_ones_cache", None)
+        if ones is None or ones.shape[0] != m or ones.dtype != dtype:
+            ones = self._ones_cache = np.ones(m, dtype=dtype)
+        return ones
+
     def forward(self, x, training=False):
-        axes = tuple(range(x.ndim - 1))
+        c = x.shape[-1]
+        X = x.reshape(-1, c)
+        m = X.shape[0]
+        ones = self._ones(m, x.dtype)
         if training:
-            mean = x.mean(axis=axes)
-            var = x.var(axis=axes)
-            m = self.momentum
-            self.running_mean = (m * self.running_mean + (1 - m) * mean).astype(self.dtype)
-            self.running_var = (m * self.running_var + (1 - m) * var).astype(self.dtype)
+            mean = ones @ X / m
+            xc = X - mean
+            var = ones @ np.square(xc) / m
+            mo = self.momentum
+            self.running_mean = (mo * self.running_mean + (1 - mo) * mean).astype(self.dtype)
+            self.running_var = (mo * self.running_var + (1 - mo) * var).astype(self.dtype)
         else:
-            mean, var = self.running_mean, self.running_var
+            var = self.running_var
+            xc = X - self.running_mean.astype(x.dtype)
         self.batch_stats = training  # backward differs: batch statistics depend on x, running ones do not
         self.inv_std = (1.0 / np.sqrt(var + self.epsilon)).astype(x.dtype)
-        self.xhat = (x - mean) * self.inv_std
-        return self.xhat * self.params["gamma"] + self.params["beta"]
+        xc *= self.inv_std
+        self.xhat = xc  # (rows, channels)
+        y = self.xhat * self.params["gamma"].astype(x.dtype)
+        y += self.params["beta"].astype(x.dtype)
+        return y.reshape(x.shape)
 
     def backward(self, dy):
-        axes = tuple(range(dy.ndim - 1))
-        n = dy.size // dy.shape[-1]
-        self.grads["beta"][...] = dy.sum(axis=axes)
-        self.grads["gamma"][...] = (dy * self.xhat).sum(axis=axes)
-        dxhat = dy * self.params["gamma"]
+        c = dy.shape[-1]
+        dY = dy.reshape(-1, c)
+        m = dY.shape[0]
+        ones = self._ones(m, dy.dtype)
+        gamma = self.params["gamma"].astype(dy.dtype)
+        self.grads["beta"][...] = dbeta = ones @ dY
+        self.grads["gamma"][...] = dgamma = ones @ (dY * self.xhat)
         if not self.batch_stats:
-            self.xhat = None
-            return (dxhat * self.inv_std).astype(dy.dtype)
-        dx = (self.inv_std / n) * (n * dxhat - dxhat.sum(axis=axes) - self.xhat * (dxhat * self.xhat).sum(axis=axes))
+            dx = dY * (gamma * self.inv_std)
+        else:
+            # dx = gamma * inv_std / m * (m * dy - sum(dy) - xhat * sum(dy * xhat)), in four passes
+            t = self.xhat * (dgamma / m)
+            t += dbeta / m
+            dx = dY - t
+            dx *= gamma * self.inv_std
         self.xhat = None
-        return dx.astype(dy.dtype)
+        return dx.reshape(dy.shape).astype(dy.dtype, copy=False)
