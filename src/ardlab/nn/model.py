@@ -90,7 +90,13 @@ class Model:
         for t in reversed(self.nodes):
             g = grads.pop(t.id)
             t0 = time.perf_counter() if timing is not None else 0.0
-            dx = t.layer.backward(g)
+            skip = all(i is self.input for i in t.inputs)
+            if skip:
+                t.layer.need_input_grad = False
+            try:
+                dx = t.layer.backward(g)
+            finally:
+                t.layer.need_input_grad = True
             if timing is not None:
                 timing.setdefault(t.layer.name, [0.0, 0.0])[1] += time.perf_counter() - t0
             if on_grads is not None and t.layer.params:

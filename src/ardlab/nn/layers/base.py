@@ -31,6 +31,9 @@ class Layer:
     """Base class: subclasses implement build/forward/backward and fill params/grads."""
 
     multi_input = False  # Add / Concatenate take a list of inputs
+    # False while Model.backward runs a layer whose only input is the model's input (nobody needs that
+    # gradient): layers with a costly input gradient (Conv2D) may then return None.
+    need_input_grad = True
     _counter: dict[str, itertools.count] = {}
 
     def __init__(self, name: str | None = None):

@@ -115,6 +115,9 @@ class Conv2D(Layer):
             self.grads["bias"][...] = dY.sum(axis=0)
         if g == 1:
             self.grads["kernel"][...] = (self.cols.T @ dY).reshape(W.shape)
+            if not self.need_input_grad:  # the model's first layer: skip the dx GEMM and scatter
+                self.cols = None
+                return None
             dcols = (dY @ W.reshape(kk * c, f).T).reshape(n, ho, wo, self.k[0], self.k[1], c)
         else:
             cg, fg = c // g, f // g
