@@ -34,10 +34,10 @@ for _kind, _tuned in [(k, t) for k in ("microbench", "train", "horovod") for t i
         threads: 1  # cores are claimed through `measure` (locally) and cpus_per_task (Slurm)
         resources:
             measure=1,
-            runtime=int(config[_kind]["timeout_s"] // 60) + 10,
+            runtime=commands.runtime_minutes(config, _kind),
             nodes=_res(_kind, "nodes", _tuned),
             tasks=_res(_kind, "tasks", _tuned),
             cpus_per_task=_res(_kind, "cpus_per_task", _tuned),
             mem_mb=_res(_kind, "mem_mb", _tuned),
-            mpi="srun" if config["launcher"] == "srun" else "mpiexec",
+            mpi=commands.mpi_resource(config),
         shell: "{params.cmd} > {log} 2>&1"

@@ -244,15 +244,7 @@ def run(bench_files, results, figures, ranks: list[int], sizes: list[int]) -> li
     _save(pred, tables, "costmodel_predictions")
     written = [tables / f"costmodel_{t}.csv" for t in ("fits", "validation", "predictions")]
     for (lib, p), g in pred.groupby(["library", "ranks"]):
-        g = g.sort_values("size_bytes")
-        ranges, lo = [], 0
-        for n, alg in zip(g.size_bytes, g.predicted_best):
-            if ranges and ranges[-1].algorithm == alg:
-                ranges[-1] = tuned.Range(ranges[-1].lo, int(n), alg)
-            else:
-                ranges.append(tuned.Range(lo, int(n), alg))
-            lo = int(n) + 1
-        ranges[-1] = tuned.Range(ranges[-1].lo, tuned.MAX_BYTES, ranges[-1].algorithm)
+        ranges = tuned.merge_ranges(zip(g.size_bytes, g.predicted_best))
         if all(library(lib).algorithms[r.algorithm].selectable for r in ranges):
             out = results / "tuned" / "predicted" / f"{lib}-r{p}{library(lib).tuning_suffix}"
             try:

@@ -45,17 +45,24 @@ def best_ranges(df: pd.DataFrame, library_name: str, ranks: int) -> list[Range]:
         raise ValueError(f"no {lib.display} measurements of forced algorithms at {ranks} ranks to tune from "
                          f"(candidates: {', '.join(candidates)})")
     med = sel.groupby(["size_bytes", "algorithm"]).avg_us.median().reset_index()
-    winners = med.loc[med.groupby("size_bytes").avg_us.idxmin()].sort_values("size_bytes")
+    winners = med.loc[med.groupby("size_bytes").avg_us.idxmin()]
+    return merge_ranges(zip(winners.size_bytes, winners.algorithm))
+
+
+def merge_ranges(winners) -> list[Range]:
+    """(size, best algorithm) pairs -> ranges: neighbouring sizes with the same winner merge, each range ends
+    at the last size its algorithm won, and the last range is open (MAX_BYTES)."""
     ranges: list[Range] = []
     lo = 0
-    for size, alg in zip(winners.size_bytes, winners.algorithm):
+    for size, alg in sorted((int(s), a) for s, a in winners):
         if ranges and ranges[-1].algorithm == alg:
-            ranges[-1] = Range(ranges[-1].lo, int(size), alg)
+            ranges[-1] = Range(ranges[-1].lo, size, alg)
         else:
-            ranges.append(Range(lo, int(size), alg))
-        lo = int(size) + 1
-    last = ranges[-1]
-    ranges[-1] = Range(last.lo, MAX_BYTES, last.algorithm)
+            ranges.append(Range(lo, size, alg))
+        lo = size + 1
+    if not ranges:
+        raise ValueError("no winners to make ranges from")
+    ranges[-1] = Range(ranges[-1].lo, MAX_BYTES, ranges[-1].algorithm)
     return ranges
 
 

@@ -258,6 +258,7 @@ def drive(plan: Plan, output: Path, *, timeout: float | None = None, progress: b
 
     launch.require_env(plan.library)
     groups = launches(plan)
+    extra = library(plan.library).tuned_env(plan.tuned) if plan.tuned else None
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="ardlab-bench-") as tmp:
         bar = tqdm(groups, desc=f"{plan.library} x{plan.ranks}", unit="launch", disable=not progress,
@@ -266,7 +267,6 @@ def drive(plan: Plan, output: Path, *, timeout: float | None = None, progress: b
             bar.set_postfix_str(",".join(names)[:40])
             part = Path(tmp) / f"part{i}.csv"
             alg = names[0] if names[0] not in (*OWN_ALGORITHMS, TUNED) else DEFAULT
-            extra = library(plan.library).tuned_env(plan.tuned) if plan.tuned else None
             proc = launch.run(plan.library, plan.ranks, inner_argv(plan, names, part), algorithm=alg,
                               timeout=timeout, extra_env=extra)
             if proc.returncode != 0:

@@ -56,7 +56,7 @@ def run(cfg: TrainConfig, comm=None) -> dict:
 
     from ardlab.analysis.columns import knobs_in_force
     from ardlab.comm import detect
-    from ardlab.nn import data, initializers, losses, models, optim
+    from ardlab.nn import checkpoint, data, initializers, losses, models, optim
     from ardlab.nn.parallel import DataParallel
 
     comm = comm or MPI.COMM_WORLD
@@ -91,8 +91,6 @@ def run(cfg: TrainConfig, comm=None) -> dict:
     total = cfg.steps if cfg.steps is not None else cfg.epochs * steps_per_epoch
     step, epoch = 0, 0
     if cfg.resume:
-        from ardlab.nn import checkpoint
-
         if not cfg.checkpoint_dir:
             raise ValueError("resume needs a checkpoint directory")
         path = checkpoint.latest(cfg.checkpoint_dir)
@@ -150,8 +148,6 @@ def run(cfg: TrainConfig, comm=None) -> dict:
                 if bar:
                     bar.write(f"epoch {epoch}: loss {mean:.4f} stalled for {early.patience} epochs, stopping")
             if cfg.checkpoint_dir and rank == 0:
-                from ardlab.nn import checkpoint
-
                 extra = {k: o.state() for k, o in (("plateau", plateau), ("early", early)) if o is not None}
                 checkpoint.save(cfg.checkpoint_dir, model, opt, epoch=epoch, step=step, extra=extra)
             comm.Barrier()  # no rank races ahead of a checkpoint being written

@@ -12,7 +12,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from ardlab.comm.libraries import DEFAULT, TUNED, library, run_env
+from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, TUNED, library, run_env
 from ardlab.study.config import TUNED_FILE, Job, tuned_ranks
 
 
@@ -57,17 +57,15 @@ def command(job: Job, config: dict, output: str) -> str:
         if job.kind != "microbench":
             argv += ["--threads", str(threads(job, config))]
         argv += ["--tuned", tuned_file(config, job.library)] if tuned else ["--algorithm", job.algorithm]
-        prefix = [f"ARDLAB_ENVS={shlex.quote(config['envs'])}"] if config.get("envs") else []
-        return " ".join([*prefix, *map(shlex.quote, argv + args + ["--output", output])])
+        return " ".join([*_envs_prefix(config), *map(shlex.quote, argv + args + ["--output", output])])
     lib = library(job.library)
-    env = dict(run_env(job.library, DEFAULT if tuned or job.algorithm.startswith("own_") else job.algorithm))
+    own = job.algorithm in OWN_ALGORITHMS
+    env = dict(run_env(job.library, DEFAULT if tuned or own else job.algorithm))
     env.update({k: str(threads(job, config)) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
     srun = ["srun", f"--mpi={config['srun_mpi'].get(job.library, lib.srun_mpi)}", "-n", str(job.ranks),
             "-N", str(job.nodes), "apptainer", "exec", config["images"][job.library]]
     inner = ["ardlab", *sub.split(), "--in-mpi"]
-    if job.algorithm.startswith("own_"):
-        inner += ["--algorithm", job.algorithm]
-    elif job.kind == "microbench":
+    if own or job.kind == "microbench":  # a native training algorithm is forced by the environment alone
         inner += ["--algorithm", job.algorithm]
     line = " ".join(["env", *(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items())), "timeout", "-k", "30",
                      f"{timeout:g}", *map(shlex.quote, srun + inner + args + ["--output", output])])
@@ -89,18 +87,31 @@ def tune_command(config: dict, lib: str, inputs: list[str], output: str) -> str:
     argv = ["ardlab", "tune", "--library", lib, "--ranks", str(tuned_ranks(config)), "--output", output, *inputs]
     if config["launcher"] == "srun":
         return " ".join(map(shlex.quote, ["apptainer", "exec", config["images"][lib], *argv]))
-    prefix = [f"ARDLAB_ENVS={shlex.quote(config['envs'])}"] if config.get("envs") else []
-    return " ".join([*prefix, *map(shlex.quote, [sys.executable, "-m", "ardlab.cli", *argv[1:]])])
+    return " ".join([*_envs_prefix(config), *map(shlex.quote, [sys.executable, "-m", "ardlab.cli", *argv[1:]])])
+
+
+def _envs_prefix(config: dict) -> list[str]:
+    """`ARDLAB_ENVS=...` when the config names where the library environments live (launcher local)."""
+    return [f"ARDLAB_ENVS={shlex.quote(config['envs'])}"] if config.get("envs") else []
+
+
+def runtime_minutes(config: dict, kind: str) -> int:
+    """Slurm time limit of a measurement job: its own timeout plus start-up."""
+    return int(config[kind]["timeout_s"] // 60) + 10
+
+
+def mpi_resource(config: dict) -> str:
+    """The `mpi` resource of measurement jobs; it also keeps Slurm's job-step plugin from wrapping the job in
+    `srun -n1` (the job launches its ranks itself)."""
+    return "srun" if config["launcher"] == "srun" else "mpiexec"
 
 
 def resources(job: Job, config: dict) -> dict:
-    """Slurm resources of a job (the local profile only counts `measure`, one measurement at a time)."""
-    sec = config[job.kind]
-    runtime = int(sec["timeout_s"] // 60) + 10
-    # `mpi` also keeps Slurm's job-step plugin from wrapping the job in `srun -n1` (the job launches its ranks).
-    res = {"measure": 1, "runtime": runtime, "mem_mb": 2000 + 1500 * job.ranks, "mpi": "mpiexec"}
+    """The Slurm resources of a job that depend on it: nodes, tasks, cpus_per_task, mem_mb (the rest, one
+    value per rule: runtime_minutes, mpi_resource, and `measure`, which the local profile counts)."""
+    res = {"mem_mb": 2000 + 1500 * job.ranks}
     if config["launcher"] == "srun":
-        res.update(nodes=job.nodes, tasks=job.ranks, cpus_per_task=threads(job, config), mpi="srun")
+        res.update(nodes=job.nodes, tasks=job.ranks, cpus_per_task=threads(job, config))
     else:  # ardlab's driver starts the ranks with the library's mpiexec on the job's node: one slot per rank,
         # at most the node's cores (more ranks than cores are oversubscribed, as on the local profile)
         per = min(threads(job, config), config["cpus_per_node"])
