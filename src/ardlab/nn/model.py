@@ -12,12 +12,14 @@ import time
 
 import numpy as np
 
+from ardlab.nn import memory
 from ardlab.nn.layers.base import Layer, Tensor
 
 
 class Model:
     def __init__(self, inputs: Tensor, outputs: Tensor, name: str = "model"):
         self.name, self.input, self.output = name, inputs, outputs
+        memory.keep_freed_memory()  # a step's large arrays are reused, not page-faulted in again
         order: list[Tensor] = []
         seen: set[int] = set()
 

@@ -1,11 +1,16 @@
-"""Conv2D (NHWC, stride, same/valid padding, groups incl. depthwise) as im2row + one BLAS GEMM per group."""
+"""Conv2D (NHWC, stride, same/valid padding, groups incl. depthwise) as im2row + one BLAS GEMM per group.
+
+The im2row matrix is built into a buffer the layer keeps between steps (see ``memory``). The input gradient is
+one batched GEMM giving a contiguous (N, Ho, Wo, C) block per kernel tap, added into the padded gradient tap by
+tap: rows of Wo*C contiguous floats instead of C-float pieces of a 6-D window array.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ardlab.nn import initializers
+from ardlab.nn import initializers, memory
 from ardlab.nn.layers.base import Layer
 
 
@@ -41,12 +46,11 @@ def windows(xp: np.ndarray, k, s, ho: int, wo: int) -> np.ndarray:
     return v.transpose(0, 1, 2, 4, 5, 3)
 
 
-def col2im(dcols: np.ndarray, xp_shape, k, s, ho: int, wo: int) -> np.ndarray:
-    """Scatter-add window gradients (N, Ho, Wo, kh, kw, C) back to the padded input: one step per tap."""
-    dxp = np.zeros(xp_shape, dtype=dcols.dtype)
+def col2im(dxp: np.ndarray, tap, k, s, ho: int, wo: int) -> np.ndarray:
+    """Add each tap's window gradient ``tap(i, j)`` (N, Ho, Wo, ...) into the padded input gradient ``dxp``."""
     for i in range(k[0]):
         for j in range(k[1]):
-            dxp[:, i : i + (ho - 1) * s[0] + 1 : s[0], j : j + (wo - 1) * s[1] + 1 : s[1], :] += dcols[:, :, :, i, j, :]
+            dxp[:, i : i + (ho - 1) * s[0] + 1 : s[0], j : j + (wo - 1) * s[1] + 1 : s[1]] += tap(i, j)
     return dxp
 
 
@@ -61,6 +65,7 @@ class Conv2D(Layer):
         self.filters, self.k, self.s = filters, _pair(kernel_size), _pair(strides)
         self.padding, self.groups, self.use_bias = padding, groups, use_bias
         self.kernel_initializer = kernel_initializer
+        self.buffers = memory.Buffers()  # the im2row matrix, reused while the input shape stays the same
 
     def build(self, input_shape):
         if len(input_shape) != 3:
@@ -94,12 +99,17 @@ class Conv2D(Layer):
         m = n * ho * wo
         W = self.params["kernel"]
         if g == 1:
-            self.cols = np.ascontiguousarray(cols).reshape(m, kk * c)
+            buf = self.buffers.get("cols", cols.shape, xp.dtype)
+            np.copyto(buf, cols)
+            self.cols = buf.reshape(m, kk * c)
             y = self.cols @ W.reshape(kk * c, self.filters)
         else:
             cg = c // g
             # (g, M, kh*kw*cg) and (g, kh*kw*cg, F/g): one batched GEMM over groups.
-            self.cols = np.ascontiguousarray(cols.reshape(n, ho, wo, kk, g, cg).transpose(4, 0, 1, 2, 3, 5)).reshape(g, m, kk * cg)
+            grouped = cols.reshape(n, ho, wo, self.k[0], self.k[1], g, cg).transpose(5, 0, 1, 2, 3, 4, 6)
+            buf = self.buffers.get("cols", grouped.shape, xp.dtype)
+            np.copyto(buf, grouped)
+            self.cols = buf.reshape(g, m, kk * cg)
             Wg = W.reshape(kk * cg, g, self.filters // g).transpose(1, 0, 2)
             y = np.matmul(self.cols, Wg).transpose(1, 0, 2).reshape(m, self.filters)
         if self.use_bias:
@@ -113,23 +123,30 @@ class Conv2D(Layer):
         W = self.params["kernel"]
         if self.use_bias:
             self.grads["bias"][...] = dY.sum(axis=0)
+        kh, kw = self.k
         if g == 1:
             self.grads["kernel"][...] = (self.cols.T @ dY).reshape(W.shape)
+            self.cols = None
             if not self.need_input_grad:  # the model's first layer: skip the dx GEMM and scatter
-                self.cols = None
                 return None
-            dcols = (dY @ W.reshape(kk * c, f).T).reshape(n, ho, wo, self.k[0], self.k[1], c)
+            dxp = np.zeros(self.xp_shape, dtype=dy.dtype)
+            # (kk, M, C): one contiguous block per tap.
+            dc = np.matmul(dY, W.reshape(kk, c, f).transpose(0, 2, 1),
+                           out=memory.scratch.get("conv_dcols", (kk, n * ho * wo, c), dY.dtype))
+            col2im(dxp, lambda i, j: dc[i * kw + j].reshape(n, ho, wo, c), self.k, self.s, ho, wo)
         else:
             cg, fg = c // g, f // g
             dYg = np.ascontiguousarray(dY.reshape(-1, g, fg).transpose(1, 0, 2))  # (g, M, fg)
             dWg = np.matmul(self.cols.transpose(0, 2, 1), dYg)  # (g, kk*cg, fg)
             self.grads["kernel"][...] = dWg.transpose(1, 0, 2).reshape(W.shape)
+            self.cols = None
+            if not self.need_input_grad:
+                return None
             Wg = W.reshape(kk * cg, g, fg).transpose(1, 0, 2)
-            dc = np.matmul(dYg, Wg.transpose(0, 2, 1))  # (g, M, kk*cg)
-            dcols = dc.reshape(g, n, ho, wo, kk, cg).transpose(1, 2, 3, 4, 0, 5).reshape(
-                n, ho, wo, self.k[0], self.k[1], c)
-        self.cols = None
-        dxp = col2im(dcols, self.xp_shape, self.k, self.s, ho, wo)
+            dc = np.matmul(dYg, Wg.transpose(0, 2, 1)).reshape(g, n, ho, wo, kh, kw, cg)
+            dxp = np.zeros(self.xp_shape, dtype=dy.dtype)
+            dxp_g = dxp.reshape(*dxp.shape[:3], g, cg)
+            col2im(dxp_g, lambda i, j: dc[:, :, :, :, i, j].transpose(1, 2, 3, 0, 4), self.k, self.s, ho, wo)
         pt, pb, pl, pr = self.pads
         h, w = self.x_shape[1], self.x_shape[2]
         return dxp[:, pt : pt + h, pl : pl + w, :]

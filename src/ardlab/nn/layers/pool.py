@@ -91,10 +91,10 @@ class AveragePool2D(_Pool2D):
         return win.sum(axis=(3, 4)) / self.count
 
     def backward(self, dy):
-        g = (dy / self.count)[:, :, :, None, None, :]
-        n, ho, wo, c = dy.shape
-        dcols = np.broadcast_to(g, (n, ho, wo, self.k[0], self.k[1], c))
-        return self._crop(col2im(dcols, self.xp_shape, self.k, self.s, ho, wo))
+        g = dy / self.count  # every cell of a window gets the same share
+        _, ho, wo, _ = dy.shape
+        dxp = np.zeros(self.xp_shape, dtype=dy.dtype)
+        return self._crop(col2im(dxp, lambda i, j: g, self.k, self.s, ho, wo))
 
 
 class GlobalAveragePool(Layer):
