@@ -60,6 +60,15 @@ def test_conv2d(kw, shape):
     check_layer(Conv2D(**kw), shape)
 
 
+@pytest.mark.parametrize("chunk_rows", [1, 31])  # 5x6 images: one per chunk; two, then a short last chunk
+def test_conv2d_in_chunks(monkeypatch, chunk_rows):
+    """The im2row rows built chunk by chunk (one image per chunk, or a smaller last chunk) give the same gradients."""
+    from ardlab.nn.layers import conv
+    monkeypatch.setattr(conv, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(conv, "CHUNK_MIN_ROWS", chunk_rows)
+    check_layer(Conv2D(filters=3, kernel_size=3, strides=1, padding="same"), (5, 6, 2), n=3)
+
+
 @pytest.mark.parametrize("cls", [MaxPool2D, AveragePool2D])
 @pytest.mark.parametrize("kw, shape", [
     (dict(pool_size=2), (4, 6, 2)),

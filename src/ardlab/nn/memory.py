@@ -43,10 +43,11 @@ class Buffers:
     def __init__(self):
         self._arrays: dict[str, np.ndarray] = {}
 
-    def get(self, name: str, shape, dtype) -> np.ndarray:
+    def get(self, name: str, shape, dtype, zero: bool = False) -> np.ndarray:
+        """The kept array, or a new one (zero-filled if ``zero``; callers rely on unwritten cells staying 0)."""
         a = self._arrays.get(name)
         if a is None or a.shape != tuple(shape) or a.dtype != dtype:
-            a = self._arrays[name] = np.empty(shape, dtype)
+            a = self._arrays[name] = (np.zeros if zero else np.empty)(shape, dtype)
         return a
 
     def clear(self) -> None:

@@ -14,6 +14,11 @@ from ardlab.nn import initializers, memory
 from ardlab.nn.layers.base import Layer
 
 
+# im2row chunks: at most CHUNK_BYTES (to stay in cache) but at least CHUNK_MIN_ROWS rows (to keep GEMMs efficient).
+CHUNK_BYTES = 8 << 20
+CHUNK_MIN_ROWS = 2048
+
+
 def _pair(v) -> tuple[int, int]:
     return (v, v) if isinstance(v, int) else tuple(v)
 
@@ -46,12 +51,30 @@ def windows(xp: np.ndarray, k, s, ho: int, wo: int) -> np.ndarray:
     return v.transpose(0, 1, 2, 4, 5, 3)
 
 
-def col2im(dxp: np.ndarray, tap, k, s, ho: int, wo: int) -> np.ndarray:
-    """Add each tap's window gradient ``tap(i, j)`` (N, Ho, Wo, ...) into the padded input gradient ``dxp``."""
+def _tap_range(i: int, s: int, pad: int, size: int, out: int) -> tuple[slice, slice] | None:
+    """Output positions r whose tap i reads an input cell (0 <= r*s + i - pad < size): (output, input) slices."""
+    lo = max(0, -(-(pad - i) // s))
+    hi = min(out - 1, (size - 1 + pad - i) // s)
+    if lo > hi:
+        return None
+    first = lo * s + i - pad
+    return slice(lo, hi + 1), slice(first, first + (hi - lo) * s + 1, s)
+
+
+def col2im(dx: np.ndarray, tap, k, s, pads, ho: int, wo: int) -> np.ndarray:
+    """Add each tap's window gradient ``tap(i, j)`` (N, Ho, Wo, ...) into the (unpadded) input gradient ``dx``.
+
+    Cells of the padding are skipped, so ``dx`` is the input's own shape and stays contiguous.
+    """
+    pt, _, pl, _ = pads
     for i in range(k[0]):
+        rows = _tap_range(i, s[0], pt, dx.shape[1], ho)
         for j in range(k[1]):
-            dxp[:, i : i + (ho - 1) * s[0] + 1 : s[0], j : j + (wo - 1) * s[1] + 1 : s[1]] += tap(i, j)
-    return dxp
+            cols = _tap_range(j, s[1], pl, dx.shape[2], wo)
+            if rows is None or cols is None:
+                continue
+            dx[:, rows[1], cols[1]] += tap(i, j)[:, rows[0], cols[0]]
+    return dx
 
 
 class Conv2D(Layer):
@@ -84,37 +107,61 @@ class Conv2D(Layer):
         return (ho, wo, self.filters)
 
     def _pad(self, x):
+        """The input inside a kept zero-bordered buffer: only the interior is written each step."""
         pt, pb, pl, pr = self.pads
         if not any(self.pads):
             return x
-        return np.pad(x, ((0, 0), (pt, pb), (pl, pr), (0, 0)))
+        n, h, w, c = x.shape
+        xp = self.buffers.get("padded", (n, h + pt + pb, w + pl + pr, c), x.dtype, zero=True)
+        xp[:, pt : pt + h, pl : pl + w] = x
+        return xp
+
+    def _chunks(self, xp, ho: int, wo: int):
+        """(first image, last image + 1, im2row rows) per chunk of images: (images * Ho * Wo, kh*kw*C).
+
+        A 1x1 stride-1 convolution's im2row matrix is its input; others are built chunk by chunk into one kept
+        buffer small enough to stay in cache, so the GEMM that follows reads it from there.
+        """
+        n, c, kk = xp.shape[0], xp.shape[3], self.k[0] * self.k[1]
+        if kk == 1 and self.s == (1, 1):
+            yield 0, n, xp.reshape(-1, c)
+            return
+        row_bytes = kk * c * xp.itemsize
+        per_image = ho * wo
+        b = min(n, max(CHUNK_BYTES // (per_image * row_bytes), -(-CHUNK_MIN_ROWS // per_image), 1))
+        flat = self.buffers.get("cols", (b * per_image * kk * c,), xp.dtype)
+        for b0 in range(0, n, b):
+            b1 = min(n, b0 + b)
+            dst = flat[: (b1 - b0) * per_image * kk * c].reshape(b1 - b0, ho, wo, self.k[0], self.k[1], c)
+            np.copyto(dst, windows(xp[b0:b1], self.k, self.s, ho, wo))
+            yield b0, b1, dst.reshape(-1, kk * c)
 
     def forward(self, x, training=False):
         n, h, w, c = x.shape
         ho, wo, _ = out_and_pads(h, w, self.k, self.s, self.padding)
         xp = self._pad(x)
-        self.xp_shape, self.x_shape, self.ho, self.wo = xp.shape, x.shape, ho, wo
-        g, kk = self.groups, self.k[0] * self.k[1]
-        cols = windows(xp, self.k, self.s, ho, wo)  # (N, Ho, Wo, kh, kw, C) view
-        m = n * ho * wo
+        self.x_shape, self.ho, self.wo = x.shape, ho, wo
+        g, kk, f = self.groups, self.k[0] * self.k[1], self.filters
         W = self.params["kernel"]
         if g == 1:
-            buf = self.buffers.get("cols", cols.shape, xp.dtype)
-            np.copyto(buf, cols)
-            self.cols = buf.reshape(m, kk * c)
-            y = self.cols @ W.reshape(kk * c, self.filters)
+            self.xp = xp  # backward rebuilds the im2row rows chunk by chunk from it
+            y = np.empty((n, ho, wo, f), dtype=xp.dtype)
+            Wm = W.reshape(kk * c, f)
+            for b0, b1, rows in self._chunks(xp, ho, wo):
+                np.matmul(rows, Wm, out=y[b0:b1].reshape(-1, f))
         else:
             cg = c // g
             # (g, M, kh*kw*cg) and (g, kh*kw*cg, F/g): one batched GEMM over groups.
+            cols = windows(xp, self.k, self.s, ho, wo)  # (N, Ho, Wo, kh, kw, C) view
             grouped = cols.reshape(n, ho, wo, self.k[0], self.k[1], g, cg).transpose(5, 0, 1, 2, 3, 4, 6)
-            buf = self.buffers.get("cols", grouped.shape, xp.dtype)
+            buf = self.buffers.get("grouped", grouped.shape, xp.dtype)
             np.copyto(buf, grouped)
-            self.cols = buf.reshape(g, m, kk * cg)
-            Wg = W.reshape(kk * cg, g, self.filters // g).transpose(1, 0, 2)
-            y = np.matmul(self.cols, Wg).transpose(1, 0, 2).reshape(m, self.filters)
+            self.cols = buf.reshape(g, n * ho * wo, kk * cg)
+            Wg = W.reshape(kk * cg, g, f // g).transpose(1, 0, 2)
+            y = np.matmul(self.cols, Wg).transpose(1, 0, 2).reshape(n, ho, wo, f)
         if self.use_bias:
             y += self.params["bias"]
-        return y.reshape(n, ho, wo, self.filters)
+        return y
 
     def backward(self, dy):
         n, ho, wo, f = dy.shape
@@ -124,29 +171,33 @@ class Conv2D(Layer):
         if self.use_bias:
             self.grads["bias"][...] = dY.sum(axis=0)
         kh, kw = self.k
+        dx = np.zeros(self.x_shape, dtype=dy.dtype) if self.need_input_grad else None
         if g == 1:
-            self.grads["kernel"][...] = (self.cols.T @ dY).reshape(W.shape)
-            self.cols = None
-            if not self.need_input_grad:  # the model's first layer: skip the dx GEMM and scatter
-                return None
-            dxp = np.zeros(self.xp_shape, dtype=dy.dtype)
-            # (kk, M, C): one contiguous block per tap.
-            dc = np.matmul(dY, W.reshape(kk, c, f).transpose(0, 2, 1),
-                           out=memory.scratch.get("conv_dcols", (kk, n * ho * wo, c), dY.dtype))
-            col2im(dxp, lambda i, j: dc[i * kw + j].reshape(n, ho, wo, c), self.k, self.s, ho, wo)
+            dW = np.zeros((kk * c, f), dtype=dy.dtype)
+            Wt = W.reshape(kk, c, f).transpose(0, 2, 1)
+            per_image = ho * wo
+            for b0, b1, rows in self._chunks(self.xp, ho, wo):
+                dYb = dY[b0 * per_image : b1 * per_image]
+                dW += rows.T @ dYb
+                if dx is None:  # the model's first layer: no input gradient needed
+                    continue
+                # (kk, rows, C): one contiguous block per tap, added into dx tap by tap.
+                flat = memory.scratch.get("conv_dcols", (kk * rows.shape[0] * c,), dy.dtype)
+                dc = np.matmul(dYb, Wt, out=flat.reshape(kk, rows.shape[0], c))
+                col2im(dx[b0:b1], lambda i, j: dc[i * kw + j].reshape(b1 - b0, ho, wo, c), self.k, self.s,
+                       self.pads, ho, wo)
+            self.grads["kernel"][...] = dW.reshape(W.shape)
+            self.xp = None
         else:
             cg, fg = c // g, f // g
             dYg = np.ascontiguousarray(dY.reshape(-1, g, fg).transpose(1, 0, 2))  # (g, M, fg)
             dWg = np.matmul(self.cols.transpose(0, 2, 1), dYg)  # (g, kk*cg, fg)
             self.grads["kernel"][...] = dWg.transpose(1, 0, 2).reshape(W.shape)
             self.cols = None
-            if not self.need_input_grad:
+            if dx is None:
                 return None
             Wg = W.reshape(kk * cg, g, fg).transpose(1, 0, 2)
             dc = np.matmul(dYg, Wg.transpose(0, 2, 1)).reshape(g, n, ho, wo, kh, kw, cg)
-            dxp = np.zeros(self.xp_shape, dtype=dy.dtype)
-            dxp_g = dxp.reshape(*dxp.shape[:3], g, cg)
-            col2im(dxp_g, lambda i, j: dc[:, :, :, :, i, j].transpose(1, 2, 3, 0, 4), self.k, self.s, ho, wo)
-        pt, pb, pl, pr = self.pads
-        h, w = self.x_shape[1], self.x_shape[2]
-        return dxp[:, pt : pt + h, pl : pl + w, :]
+            col2im(dx.reshape(*dx.shape[:3], g, cg), lambda i, j: dc[:, :, :, :, i, j].transpose(1, 2, 3, 0, 4),
+                   self.k, self.s, self.pads, ho, wo)
+        return dx

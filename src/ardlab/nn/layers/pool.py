@@ -93,8 +93,7 @@ class AveragePool2D(_Pool2D):
     def backward(self, dy):
         g = dy / self.count  # every cell of a window gets the same share
         _, ho, wo, _ = dy.shape
-        dxp = np.zeros(self.xp_shape, dtype=dy.dtype)
-        return self._crop(col2im(dxp, lambda i, j: g, self.k, self.s, ho, wo))
+        return col2im(np.zeros(self.x_shape, dtype=dy.dtype), lambda i, j: g, self.k, self.s, self.pads, ho, wo)
 
 
 class GlobalAveragePool(Layer):
