@@ -220,7 +220,10 @@ def _predict(args: argparse.Namespace) -> int:
     if any(r < 2 for r in ranks):
         raise ValueError(f"--ranks must all be >= 2, got {args.ranks}")
     figures = args.figures or Path(args.results) / "figures" / "costmodel"
-    for path in costmodel.run(args.fit, args.results, figures, ranks, parse_sizes(args.sizes)):
+    if args.cores_per_node is not None and args.cores_per_node < 1:
+        raise ValueError(f"--cores-per-node must be >= 1, got {args.cores_per_node}")
+    for path in costmodel.run(args.fit, args.results, figures, ranks, parse_sizes(args.sizes),
+                              args.cores_per_node or os.cpu_count()):
         print(path)
     return 0
 
@@ -336,6 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sizes", default="4:1G:x4", help="message sizes to predict (bytes, as in bench)")
     s.add_argument("--results", default="results", help="folder that gets tables/ and tuned/predicted/")
     s.add_argument("--figures", help="default <results>/figures/costmodel")
+    s.add_argument("--cores-per-node", type=int, help="cores of a measured node: validation points with more "
+                   "ranks are reported as oversubscribed (default: this machine's core count)")
     s.set_defaults(func=_predict)
 
     s = sub.add_parser("train-tf", help="train with TensorFlow + Horovod over the library's MPI (Horovod's "

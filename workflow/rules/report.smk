@@ -33,6 +33,7 @@ rule costmodel:
     conda: "../envs/driver.yaml"
     params: ranks=" ".join(map(str, config["costmodel"]["predict_ranks"])), python=sys.executable,
         results=lambda wc, output: os.path.dirname(os.path.dirname(output.tables[0])),
+        cores=config["cpus_per_node"],
     shell:
         "{params.python} -m ardlab.cli predict --results {params.results} --figures {output.figures}"
-        " --ranks {params.ranks} --fit {input.bench} > {log} 2>&1"
+        " --ranks {params.ranks} --cores-per-node {params.cores} --fit {input.bench} > {log} 2>&1"

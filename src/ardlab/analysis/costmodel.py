@@ -18,6 +18,12 @@ Fits are least squares with o, alpha, beta, gamma >= 0 (scipy), per library, alg
 (ring: b = 2c at every p) only the combination is determined; predictions use that combination, which is
 all the model needs. A fit is rejected, with the reason, when it has fewer than 4 sizes, or its median
 relative error exceeds 50%.
+
+Two regimes: the per-byte costs of large messages are not those of small ones (the working set leaves the
+caches, the library switches from eager to rendezvous copies; measured here: 4x the size costs 8-10x the time
+between 256 KiB and 1 MiB). A fit therefore may split at a measured size into a small-message and a
+large-message set of constants, each fitted on its own points (>= 4 sizes below, >= 3 at and above), where
+one set misses by more than 1% (RMS) and two at least halve the sum of squared relative errors.
 """
 
 from __future__ import annotations
@@ -31,6 +37,11 @@ import pandas as pd
 from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, library
 
 SEGMENT = 65536  # bytes: Open MPI's segmented ring as forced by the table
+MIN_SIZES = 4  # message sizes a fit (or its small-message regime) needs
+MIN_LARGE_SIZES = 3  # message sizes the large-message regime needs
+SPLIT_GAIN = 0.5  # a second regime must at least halve the sum of squared relative errors ...
+SPLIT_MIN_RMS = 0.01  # ... of a single regime that misses by more than 1% (root mean square)
+HELD_SIZES = 3  # the "sizes" hold-out predicts the largest measured sizes from the others
 
 
 def _lg(p: np.ndarray) -> np.ndarray:
@@ -91,28 +102,60 @@ class Fit:
     median_rel_err: float
     max_rel_err: float
     status: str  # "ok" or "rejected: <why>"
+    # The large-message regime (NaN where one set of constants fits): sizes >= large_from_bytes use these.
+    large_from_bytes: float = math.nan
+    large_overhead_us: float = math.nan
+    large_alpha_us: float = math.nan
+    large_beta_us_per_byte: float = math.nan
+    large_gamma_us_per_byte: float = math.nan
 
     def predict(self, n, p) -> np.ndarray:
-        return coefficients(self.model, n, p) @ np.array([self.overhead_us, self.alpha_us, self.beta_us_per_byte,
-                                                          self.gamma_us_per_byte])
+        n = np.asarray(n, float)
+        A = coefficients(self.model, n, p)
+        t = A @ np.array([self.overhead_us, self.alpha_us, self.beta_us_per_byte, self.gamma_us_per_byte])
+        if math.isnan(self.large_from_bytes):
+            return t
+        large = A @ np.array([self.large_overhead_us, self.large_alpha_us, self.large_beta_us_per_byte,
+                              self.large_gamma_us_per_byte])
+        return np.where(n >= self.large_from_bytes, large, t)
+
+
+def _lsq(A: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Constants >= 0 minimising the relative errors (every point weighs the same whatever its magnitude)."""
+    from scipy.optimize import lsq_linear
+
+    used = A.any(axis=0)  # a column of zeros (o at one rank count) stays 0
+    x = np.zeros(A.shape[1])
+    x[used] = lsq_linear(A[:, used] / t[:, None], np.ones_like(t), bounds=(0, np.inf)).x
+    return x, (A @ x - t) / t
 
 
 def fit_one(library_name: str, algorithm: str, model: str, data: pd.DataFrame, node_class: str) -> Fit:
-    from scipy.optimize import lsq_linear
-
     n, p, t = data.size_bytes.to_numpy(float), data.ranks.to_numpy(float), data.avg_us.to_numpy(float)
     A = coefficients(model, n, p)
-    # Relative least squares: every point weighs the same whatever its magnitude.
-    res = lsq_linear(A / t[:, None], np.ones_like(t), bounds=(0, np.inf))
-    pred = A @ res.x
-    rel = np.abs(pred - t) / t
+    if len(np.unique(p)) == 1:  # o and alpha are inseparable at one rank count: the classical model (o = 0)
+        A[:, 0] = 0.0
+    x, rel = _lsq(A, t)
+    single = float(np.sum(rel ** 2))
+    best, large = single, None
+    sizes = np.unique(n)
+    cuts = sizes[MIN_SIZES : len(sizes) - MIN_LARGE_SIZES + 1] if single > SPLIT_MIN_RMS ** 2 * len(t) else []
+    for cut in cuts:
+        lo = n < cut
+        xs, rs = _lsq(A[lo], t[lo])
+        xl, rl = _lsq(A[~lo], t[~lo])
+        cost = float(np.sum(rs ** 2) + np.sum(rl ** 2))
+        if cost <= SPLIT_GAIN * single and cost < best:
+            best, x, large = cost, xs, (float(cut), *map(float, xl))
+            rel = np.concatenate([rs, rl])
+    rel = np.abs(rel)
     status = "ok"
-    if data.size_bytes.nunique() < 4:
-        status = f"rejected: only {data.size_bytes.nunique()} message sizes (need >= 4)"
+    if len(sizes) < MIN_SIZES:
+        status = f"rejected: only {len(sizes)} message sizes (need >= {MIN_SIZES})"
     elif np.median(rel) > 0.5:
         status = f"rejected: median relative error {np.median(rel):.0%} (> 50%): the model does not describe it"
-    return Fit(library_name, algorithm, model, node_class, *map(float, res.x), len(t), float(np.median(rel)),
-               float(rel.max()), status)
+    return Fit(library_name, algorithm, model, node_class, *map(float, x), len(t), float(np.median(rel)),
+               float(rel.max()), status, *(large or ()))
 
 
 def _medians(b: pd.DataFrame) -> pd.DataFrame:
@@ -120,9 +163,16 @@ def _medians(b: pd.DataFrame) -> pd.DataFrame:
     return b.groupby(["library", "algorithm", "nodes", "ranks", "size_bytes"], as_index=False).avg_us.median()
 
 
-def fit_all(b: pd.DataFrame) -> list[Fit]:
-    """One fit per library, algorithm with a model, and node class."""
+def _fair(m: pd.DataFrame, cores_per_node: int | None) -> pd.Series:
+    """True for measurements with no more ranks per node than cores (the others time-share cores)."""
+    return pd.Series(True, index=m.index) if cores_per_node is None else m.ranks <= cores_per_node * m.nodes
+
+
+def fit_all(b: pd.DataFrame, cores_per_node: int | None = None) -> list[Fit]:
+    """One fit per library, algorithm with a model, and node class, from the measurements that are not
+    oversubscribed (more ranks per node than `cores_per_node`)."""
     m = _medians(b)
+    m = m[_fair(m, cores_per_node)]
     m["node_class"] = np.where(m.nodes > 1, "inter", "intra")
     fits = []
     for (lib, alg, cls), g in m.groupby(["library", "algorithm", "node_class"]):
@@ -135,20 +185,28 @@ def fit_all(b: pd.DataFrame) -> list[Fit]:
 HOLDOUTS = ("sizes", "ranks")
 
 
-def validate(b: pd.DataFrame, holdout: str = "sizes", *, max_bytes: int = 256 << 10) -> pd.DataFrame:
-    """Fit on part of the measurements, predict the held-out rest.
+def validate(b: pd.DataFrame, holdout: str = "sizes", *, held_sizes: int = HELD_SIZES,
+             cores_per_node: int | None = None) -> pd.DataFrame:
+    """Fit on part of the one-node measurements, predict the held-out rest.
 
-    holdout "sizes": fit sizes <= max_bytes at every rank count, predict the larger sizes;
+    holdout "sizes": fit all but the `held_sizes` largest measured sizes (every rank count), predict those;
     holdout "ranks": fit the smallest rank count, predict the larger ones (every size).
     Per held-out (library, ranks, size): is the predicted best algorithm's measured time within 10% of the
-    measured best (among the algorithms with an accepted fit)?
+    measured best (among the algorithms with an accepted fit)? Points with more ranks than `cores_per_node`
+    are marked oversubscribed: their times show the ranks time-sharing cores, which no cost model describes.
     """
     m = _medians(b)
     m = m[m.nodes == 1]
+    fair = _fair(m, cores_per_node)
     if holdout == "sizes":
-        train, held = m[m.size_bytes <= max_bytes], m[m.size_bytes > max_bytes]
+        sizes = np.sort(m.size_bytes.unique())
+        if len(sizes) < held_sizes + MIN_SIZES:
+            raise ValueError(f"holding out the {held_sizes} largest sizes needs >= {held_sizes + MIN_SIZES} "
+                             f"measured sizes, got {len(sizes)}")
+        cut = sizes[-held_sizes]
+        train, held = m[(m.size_bytes < cut) & fair], m[m.size_bytes >= cut]
     elif holdout == "ranks":
-        train, held = m[m.ranks == m.ranks.min()], m[m.ranks > m.ranks.min()]
+        train, held = m[(m.ranks == m.ranks.min()) & fair], m[m.ranks > m.ranks.min()]
     else:
         raise ValueError(f"unknown hold-out {holdout!r}; valid: {', '.join(HOLDOUTS)}")
     rows = []
@@ -172,8 +230,22 @@ def validate(b: pd.DataFrame, holdout: str = "sizes", *, max_bytes: int = 256 <<
                          "measured_best": best, "measured_best_us": measured[best],
                          "predicted_pick_measured_us": measured[pick],
                          "within_10pct": measured[pick] <= 1.1 * measured[best],
-                         "predicted_us": predicted[pick]})
+                         "predicted_us": predicted[pick],
+                         "oversubscribed": not fair[h.index].all()})
     return pd.DataFrame(rows)
+
+
+def score(val: pd.DataFrame) -> pd.DataFrame:
+    """Per hold-out and library (and "all"): the share of held-out points whose predicted best is within 10%
+    of the measured best, over the points that are not oversubscribed, and separately over those that are."""
+    cols = ["holdout", "library", "score", "points", "oversubscribed_score", "oversubscribed_points"]
+    rows = []
+    for h, g in (val.groupby("holdout") if len(val) else ()):
+        for lib, gl in list(g.groupby("library")) + [("all", g)]:
+            fair, over = gl[~gl.oversubscribed], gl[gl.oversubscribed]
+            rows.append([h, lib, fair.within_10pct.mean() if len(fair) else math.nan, len(fair),
+                         over.within_10pct.mean() if len(over) else math.nan, len(over)])
+    return pd.DataFrame(rows, columns=cols)
 
 
 def default_proxy(b: pd.DataFrame, lib: str) -> dict[int, str]:
@@ -215,7 +287,7 @@ def predict(fits: list[Fit], b: pd.DataFrame, ranks: list[int], sizes: list[int]
     return pd.DataFrame(rows)
 
 
-def run(bench_files, results, figures, ranks: list[int], sizes: list[int]) -> list:
+def run(bench_files, results, figures, ranks: list[int], sizes: list[int], cores_per_node: int | None = None) -> list:
     """`ardlab predict`: fits, held-out validation, predictions, predicted tuned files and figures."""
     from pathlib import Path
 
@@ -227,17 +299,11 @@ def run(bench_files, results, figures, ranks: list[int], sizes: list[int]) -> li
     if b.empty:
         raise ValueError("no microbenchmark rows to fit")
     tables = results / "tables"
-    fits = fit_all(b)
+    fits = fit_all(b, cores_per_node)
     fit_df = pd.DataFrame([f.__dict__ for f in fits])
     _save(fit_df, tables, "costmodel_fits")
-    val = pd.concat([validate(b, h) for h in HOLDOUTS], ignore_index=True)
-    summary = pd.DataFrame(columns=["holdout", "library", "score", "points"])
-    if len(val):
-        summary = (val.groupby(["holdout", "library"]).within_10pct.agg(["mean", "size"]).reset_index()
-                   .rename(columns={"mean": "score", "size": "points"}))
-        for h, g in val.groupby("holdout"):
-            summary.loc[len(summary)] = [h, "all", g.within_10pct.mean(), len(g)]
-    _save(summary, tables, "costmodel_validation")
+    val = pd.concat([validate(b, h, cores_per_node=cores_per_node) for h in HOLDOUTS], ignore_index=True)
+    _save(score(val), tables, "costmodel_validation")
     if len(val):
         _save(val, tables, "costmodel_validation_points")
     pred = predict(fits, b, ranks, sizes)
@@ -264,10 +330,11 @@ def _figures(fits, b, val, pred, out) -> list:
     made = []
     if len(val):
         fig, ax = plt.subplots(figsize=(6, 6))
-        for i, ((h, lib), g) in enumerate(val.groupby(["holdout", "library"])):
-            ax.scatter(g.predicted_pick_measured_us, g.predicted_us, s=14, color=f"C{i % 3}",
-                       marker="o" if h == "sizes" else "^",
-                       label=f"{lib}, held-out {h}: {g.within_10pct.mean():.0%} within 10%")
+        for i, ((h, over, lib), g) in enumerate(val.groupby(["holdout", "oversubscribed", "library"])):
+            ax.scatter(g.predicted_pick_measured_us, g.predicted_us, s=14, color=f"C{i % 10}",
+                       marker="o" if h == "sizes" else "^", facecolors="none" if over else f"C{i % 10}",
+                       label=f"{lib}, held-out {h}{' (oversubscribed)' if over else ''}: "
+                             f"{g.within_10pct.mean():.0%} within 10%")
         lim = [val[["predicted_us", "predicted_pick_measured_us"]].min().min() / 2,
                val[["predicted_us", "predicted_pick_measured_us"]].max().max() * 2]
         ax.plot(lim, lim, "k--", lw=1)
