@@ -33,11 +33,14 @@ def main() -> None:
     m = k = n = 2048
     A, B = rng.random((m, k), dtype=np.float32), rng.random((k, n), dtype=np.float32)
     A @ B
-    t = time.perf_counter()
-    for _ in range(5):
-        A @ B
-    sgemm = 5 * 2 * m * n * k / (time.perf_counter() - t) / 1e9
-    print(f"numpy sgemm {m}x{k}x{n}: {sgemm:.1f} GFLOP/s ({a.threads} threads)")
+    rounds = []
+    for _ in range(5):  # the best of 5 rounds: another tenant's burst must not lower the reference
+        t = time.perf_counter()
+        for _ in range(3):
+            A @ B
+        rounds.append(3 * 2 * m * n * k / (time.perf_counter() - t) / 1e9)
+    sgemm = max(rounds)
+    print(f"numpy sgemm {m}x{k}x{n}: {sgemm:.1f} GFLOP/s ({a.threads} threads, best of 5 rounds)")
     for name in a.models.split(","):
         initializers.seed(0)
         model = models.get(name, (32, 32, 3), 10)

@@ -8,12 +8,16 @@ from ardlab.nn.layers.base import Layer
 
 
 class ReLU(Layer):
+    """Backward reads the kept output (positive exactly where the input was): no mask is stored."""
+
     def forward(self, x, training=False):
-        self.mask = x > 0
-        return np.maximum(x, 0)
+        self.y = np.maximum(x, 0)
+        return self.y
 
     def backward(self, dy):
-        return dy * self.mask
+        dx = np.multiply(dy, self.y > 0)
+        self.y = None
+        return dx
 
 
 class LeakyReLU(Layer):

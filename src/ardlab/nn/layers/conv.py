@@ -1,8 +1,9 @@
 """Conv2D (NHWC, stride, same/valid padding, groups incl. depthwise) as im2row + one BLAS GEMM per group.
 
-The im2row matrix is built into a buffer the layer keeps between steps (see ``memory``). The input gradient is
-one batched GEMM giving a contiguous (N, Ho, Wo, C) block per kernel tap, added into the padded gradient tap by
-tap: rows of Wo*C contiguous floats instead of C-float pieces of a 6-D window array.
+Ungrouped convolutions (the common case) build the im2row rows with a compiled kernel (``kernels.im2row``),
+chunk by chunk into a cache-sized buffer the layer keeps (see ``memory``), and rebuild them in backward instead
+of storing the whole matrix; the input gradient is one GEMM per chunk gathered back by ``kernels.col2im``.
+Grouped and depthwise convolutions use NumPy window views, one batched GEMM over groups, and ``col2im`` below.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ardlab.nn import initializers, memory
+from ardlab.nn import initializers, kernels, memory
 from ardlab.nn.layers.base import Layer
 
 
@@ -107,50 +108,50 @@ class Conv2D(Layer):
         return (ho, wo, self.filters)
 
     def _pad(self, x):
-        """The input inside a kept zero-bordered buffer: only the interior is written each step."""
+        """The input inside a kept zero-bordered buffer (grouped convolutions): only the interior is written."""
         pt, pb, pl, pr = self.pads
         if not any(self.pads):
             return x
         n, h, w, c = x.shape
-        xp = self.buffers.get("padded", (n, h + pt + pb, w + pl + pr, c), x.dtype, zero=True)
+        xp = self.buffers.get("padded", (n, h + pt + pb, w + pl + pr, c), x.dtype, fill=0)
         xp[:, pt : pt + h, pl : pl + w] = x
         return xp
 
-    def _chunks(self, xp, ho: int, wo: int):
+    def _chunks(self, x, ho: int, wo: int):
         """(first image, last image + 1, im2row rows) per chunk of images: (images * Ho * Wo, kh*kw*C).
 
-        A 1x1 stride-1 convolution's im2row matrix is its input; others are built chunk by chunk into one kept
-        buffer small enough to stay in cache, so the GEMM that follows reads it from there.
+        A 1x1 stride-1 convolution's im2row matrix is its input; others are built chunk by chunk (compiled
+        kernel, padding written as zeros) into one kept buffer small enough to stay in cache, so the GEMM that
+        follows reads it from there.
         """
-        n, c, kk = xp.shape[0], xp.shape[3], self.k[0] * self.k[1]
+        n, c, kk = x.shape[0], x.shape[3], self.k[0] * self.k[1]
         if kk == 1 and self.s == (1, 1):
-            yield 0, n, xp.reshape(-1, c)
+            yield 0, n, x.reshape(-1, c)
             return
-        row_bytes = kk * c * xp.itemsize
+        row_bytes = kk * c * x.itemsize
         per_image = ho * wo
         b = min(n, max(CHUNK_BYTES // (per_image * row_bytes), -(-CHUNK_MIN_ROWS // per_image), 1))
-        flat = self.buffers.get("cols", (b * per_image * kk * c,), xp.dtype)
+        flat = self.buffers.get("cols", (b * per_image * kk * c,), x.dtype)
         for b0 in range(0, n, b):
             b1 = min(n, b0 + b)
-            dst = flat[: (b1 - b0) * per_image * kk * c].reshape(b1 - b0, ho, wo, self.k[0], self.k[1], c)
-            np.copyto(dst, windows(xp[b0:b1], self.k, self.s, ho, wo))
-            yield b0, b1, dst.reshape(-1, kk * c)
+            rows = flat[: (b1 - b0) * per_image * kk * c].reshape(-1, kk * c)
+            kernels.im2row(x[b0:b1], *self.k, *self.s, self.pads[0], self.pads[2], ho, wo, rows)
+            yield b0, b1, rows
 
     def forward(self, x, training=False):
         n, h, w, c = x.shape
         ho, wo, _ = out_and_pads(h, w, self.k, self.s, self.padding)
-        xp = self._pad(x)
         self.x_shape, self.ho, self.wo = x.shape, ho, wo
         g, kk, f = self.groups, self.k[0] * self.k[1], self.filters
         W = self.params["kernel"]
         if g == 1:
-            self.xp = xp  # backward rebuilds the im2row rows chunk by chunk from it
-            y = np.empty((n, ho, wo, f), dtype=xp.dtype)
+            self.x = x  # backward rebuilds the im2row rows chunk by chunk from it
+            y = np.empty((n, ho, wo, f), dtype=x.dtype)
             Wm = W.reshape(kk * c, f)
-            for b0, b1, rows in self._chunks(xp, ho, wo):
+            for b0, b1, rows in self._chunks(x, ho, wo):
                 np.matmul(rows, Wm, out=y[b0:b1].reshape(-1, f))
         else:
-            cg = c // g
+            cg, xp = c // g, self._pad(x)
             # (g, M, kh*kw*cg) and (g, kh*kw*cg, F/g): one batched GEMM over groups.
             cols = windows(xp, self.k, self.s, ho, wo)  # (N, Ho, Wo, kh, kw, C) view
             grouped = cols.reshape(n, ho, wo, self.k[0], self.k[1], g, cg).transpose(5, 0, 1, 2, 3, 4, 6)
@@ -169,25 +170,26 @@ class Conv2D(Layer):
         dY = dy.reshape(-1, f)
         W = self.params["kernel"]
         if self.use_bias:
-            self.grads["bias"][...] = dY.sum(axis=0)
+            self.grads["bias"][...] = memory.column_sums(dY)
         kh, kw = self.k
-        dx = np.zeros(self.x_shape, dtype=dy.dtype) if self.need_input_grad else None
+        dx = (np.empty if g == 1 else np.zeros)(self.x_shape, dtype=dy.dtype) if self.need_input_grad else None
         if g == 1:
             dW = np.zeros((kk * c, f), dtype=dy.dtype)
-            Wt = W.reshape(kk, c, f).transpose(0, 2, 1)
+            Wt = W.reshape(kk * c, f).T
             per_image = ho * wo
-            for b0, b1, rows in self._chunks(self.xp, ho, wo):
+            for b0, b1, rows in self._chunks(self.x, ho, wo):
                 dYb = dY[b0 * per_image : b1 * per_image]
                 dW += rows.T @ dYb
                 if dx is None:  # the model's first layer: no input gradient needed
                     continue
-                # (kk, rows, C): one contiguous block per tap, added into dx tap by tap.
-                flat = memory.scratch.get("conv_dcols", (kk * rows.shape[0] * c,), dy.dtype)
-                dc = np.matmul(dYb, Wt, out=flat.reshape(kk, rows.shape[0], c))
-                col2im(dx[b0:b1], lambda i, j: dc[i * kw + j].reshape(b1 - b0, ho, wo, c), self.k, self.s,
-                       self.pads, ho, wo)
+                if kk == 1 and self.s == (1, 1):
+                    np.matmul(dYb, Wt, out=dx[b0:b1].reshape(-1, c))
+                    continue
+                flat = memory.scratch.get("conv_dcols", (rows.size,), dy.dtype)
+                dcols = np.matmul(dYb, Wt, out=flat.reshape(rows.shape))
+                kernels.col2im(dcols, *self.k, *self.s, self.pads[0], self.pads[2], ho, wo, dx[b0:b1])
             self.grads["kernel"][...] = dW.reshape(W.shape)
-            self.xp = None
+            self.x = None
         else:
             cg, fg = c // g, f // g
             dYg = np.ascontiguousarray(dY.reshape(-1, g, fg).transpose(1, 0, 2))  # (g, M, fg)

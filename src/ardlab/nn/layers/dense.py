@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ardlab.nn import initializers
+from ardlab.nn import initializers, memory
 from ardlab.nn.layers.base import Layer
 
 
@@ -34,7 +34,7 @@ class Dense(Layer):
     def backward(self, dy):
         self.grads["kernel"][...] = self.x.T @ dy
         if self.use_bias:
-            self.grads["bias"][...] = dy.sum(axis=0)
+            self.grads["bias"][...] = memory.column_sums(dy)
         dx = dy @ self.params["kernel"].T
         self.x = None
         return dx

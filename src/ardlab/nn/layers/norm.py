@@ -1,9 +1,14 @@
-"""BatchNormalization over all axes but the last (channels), with running statistics for inference."""
+"""BatchNormalization over all axes but the last (channels), with running statistics for inference.
+
+Two passes forward (moments, then normalise-scale-shift) and two backward (per-channel sums, then dx), as
+compiled kernels (``kernels``); the normalised input is recomputed from x in backward, not stored.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ardlab.nn import kernels
 from ardlab.nn.layers.base import Layer
 
 
@@ -25,52 +30,30 @@ class BatchNormalization(Layer):
         self.running_mean = self.running_mean.astype(self.dtype)
         self.running_var = self.running_var.astype(self.dtype)
 
-    def _ones(self, m: int, dtype) -> np.ndarray:
-        """A ones vector: per-channel sums over all rows as one BLAS matrix-vector product (multithreaded,
-        about twice as fast as NumPy's axis-0 reduction of a (rows, few channels) array)."""
-        ones = getattr(self, "_ones_cache", None)
-        if ones is None or ones.shape[0] != m or ones.dtype != dtype:
-            ones = self._ones_cache = np.ones(m, dtype=dtype)
-        return ones
-
     def forward(self, x, training=False):
         c = x.shape[-1]
         X = x.reshape(-1, c)
-        m = X.shape[0]
-        ones = self._ones(m, x.dtype)
         if training:
-            mean = ones @ X / m
-            xc = X - mean
-            var = ones @ np.square(xc) / m
+            mean, var = kernels.batch_moments(X)
             mo = self.momentum
             self.running_mean = (mo * self.running_mean + (1 - mo) * mean).astype(self.dtype)
             self.running_var = (mo * self.running_var + (1 - mo) * var).astype(self.dtype)
         else:
-            var = self.running_var
-            xc = X - self.running_mean.astype(x.dtype)
+            mean, var = self.running_mean, self.running_var
         self.batch_stats = training  # backward differs: batch statistics depend on x, running ones do not
+        self.mean = np.asarray(mean, dtype=x.dtype)
         self.inv_std = (1.0 / np.sqrt(var + self.epsilon)).astype(x.dtype)
-        xc *= self.inv_std
-        self.xhat = xc  # (rows, channels)
-        y = self.xhat * self.params["gamma"].astype(x.dtype)
-        y += self.params["beta"].astype(x.dtype)
+        self.x = X  # backward recomputes the normalised input from x instead of storing it
+        y = np.empty_like(X)
+        kernels.bn_forward(X, self.mean, self.params["gamma"].astype(x.dtype) * self.inv_std,
+                           self.params["beta"].astype(x.dtype), y, kernels.row_blocks(X.shape[0]))
         return y.reshape(x.shape)
 
     def backward(self, dy):
-        c = dy.shape[-1]
-        dY = dy.reshape(-1, c)
-        m = dY.shape[0]
-        ones = self._ones(m, dy.dtype)
-        gamma = self.params["gamma"].astype(dy.dtype)
-        self.grads["beta"][...] = dbeta = ones @ dY
-        self.grads["gamma"][...] = dgamma = ones @ (dY * self.xhat)
-        if not self.batch_stats:
-            dx = dY * (gamma * self.inv_std)
-        else:
-            # dx = gamma * inv_std / m * (m * dy - sum(dy) - xhat * sum(dy * xhat)), in four passes
-            t = self.xhat * (dgamma / m)
-            t += dbeta / m
-            dx = dY - t
-            dx *= gamma * self.inv_std
-        self.xhat = None
-        return dx.reshape(dy.shape).astype(dy.dtype, copy=False)
+        dY = dy.reshape(-1, dy.shape[-1])
+        dx, dgamma, dbeta = kernels.bn_backward(self.x, dY, self.mean, self.inv_std,
+                                                self.params["gamma"].astype(dy.dtype), self.batch_stats)
+        self.grads["gamma"][...] = dgamma
+        self.grads["beta"][...] = dbeta
+        self.x = None
+        return dx.reshape(dy.shape)

@@ -1,9 +1,10 @@
-"""Pooling (NHWC): MaxPool2D, AveragePool2D (vectorised over windows), GlobalAveragePool."""
+"""Pooling (NHWC): MaxPool2D (compiled kernels), AveragePool2D (vectorised over windows), GlobalAveragePool."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ardlab.nn import kernels
 from ardlab.nn.layers.base import Layer
 from ardlab.nn.layers.conv import _pair, col2im, out_and_pads, windows
 
@@ -36,49 +37,26 @@ class _Pool2D(Layer):
     def _windows(self, x, fill):
         return windows(self._pad(x, fill), self.k, self.s, self.ho, self.wo)  # (N, Ho, Wo, kh, kw, C)
 
-    def _crop(self, dxp):
-        pt, _, pl, _ = self.pads
-        return dxp[:, pt : pt + self.x_shape[1], pl : pl + self.x_shape[2], :]
-
 
 class MaxPool2D(_Pool2D):
-    """Max over the window; the gradient goes to the first maximum in row-major window order (as TensorFlow).
-
-    One pass per window tap over strided views (no window copy): for 2x2 pooling, four passes over an array
-    a quarter of the input's size.
-    """
-
-    def _taps(self, xp):
-        (kh, kw), (sh, sw) = self.k, self.s
-        for i in range(kh):
-            for j in range(kw):
-                yield i * kw + j, xp[:, i : i + (self.ho - 1) * sh + 1 : sh, j : j + (self.wo - 1) * sw + 1 : sw, :]
+    """Max over the window's cells inside the image; the gradient goes to the first maximum in row-major
+    window order (as TensorFlow). Compiled kernels (``kernels``): one pass forward, which keeps the position
+    of each maximum (a small integer per output), and one backward."""
 
     def forward(self, x, training=False):
-        self.xp = self._pad(x, -np.inf)
-        taps = self._taps(self.xp)
-        _, first = next(taps)
-        self.y = first.copy()
-        for _, v in taps:
-            np.maximum(self.y, v, out=self.y)
-        return self.y
+        n, h, w, c = x.shape
+        ho, wo, self.pads = out_and_pads(h, w, self.k, self.s, self.padding)
+        self.x_shape = x.shape
+        y = np.empty((n, ho, wo, c), dtype=x.dtype)
+        self.arg = np.empty(y.shape, dtype=np.int8 if self.k[0] * self.k[1] <= 127 else np.int32)
+        kernels.maxpool_forward(x, *self.k, *self.s, self.pads[0], self.pads[2], ho, wo, y, self.arg)
+        return y
 
     def backward(self, dy):
-        overlap = self.s[0] < self.k[0] or self.s[1] < self.k[1]
-        # Windows that tile the padded input exactly write every cell once: no zero-fill needed.
-        tiled = self.s == self.k and self.xp_shape[1:3] == (self.ho * self.k[0], self.wo * self.k[1])
-        dxp = (np.empty if tiled else np.zeros)(self.xp_shape, dtype=dy.dtype)
-        free = np.ones(self.y.shape, dtype=bool)  # windows whose maximum has not been routed yet
-        for (_, xv), (_, dv) in zip(self._taps(self.xp), self._taps(dxp)):
-            hit = xv == self.y
-            hit &= free
-            free ^= hit
-            if overlap:
-                dv += np.where(hit, dy, 0)
-            else:
-                np.multiply(dy, hit, out=dv)
-        self.xp = self.y = None
-        return self._crop(dxp)
+        dx = np.empty(self.x_shape, dtype=dy.dtype)
+        kernels.maxpool_backward(dy, self.arg, *self.k, *self.s, self.pads[0], self.pads[2], dx)
+        self.arg = None
+        return dx
 
 
 class AveragePool2D(_Pool2D):
