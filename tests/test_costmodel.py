@@ -35,7 +35,7 @@ def test_fit_recovers_the_generating_constants(model):
     n, p, t = times(model, TRUE, [2, 3, 4, 6, 8])
     data = pd.DataFrame({"size_bytes": n, "ranks": p, "avg_us": t})
     fit = fit_one("mpich", "x", model, data, "intra")
-    assert fit.status == "ok" and fit.max_rel_err < 1e-6 and math.isnan(fit.large_from_bytes)
+    assert fit.status == "ok" and fit.max_rel_err < 1e-6 and len(fit.regimes) == 1
     far_n, far_p = np.array([1 << 30, 64.0]), np.array([1024.0, 1000.0])
     np.testing.assert_allclose(fit.predict(far_n, far_p), coefficients(model, far_n, far_p) @ TRUE, rtol=1e-6)
 
@@ -47,7 +47,7 @@ def test_two_regimes_where_the_per_byte_cost_changes():
     _, _, large_t = times("ring", large, [2, 4])
     t = np.where(n >= 256 << 10, large_t, small_t)
     fit = fit_one("mpich", "ring", "ring", pd.DataFrame({"size_bytes": n, "ranks": p, "avg_us": t}), "intra")
-    assert fit.large_from_bytes == 256 << 10 and fit.max_rel_err < 1e-6
+    assert [r.from_bytes for r in fit.regimes] == [0, 256 << 10] and fit.max_rel_err < 1e-6
     want = [coefficients("ring", [16 << 20], [4])[0] @ large, coefficients("ring", [1024], [4])[0] @ TRUE]
     np.testing.assert_allclose(fit.predict([16 << 20, 1024], [4, 4]), want, rtol=1e-6)
 
@@ -56,7 +56,19 @@ def test_one_rank_count_leaves_the_overhead_to_alpha():
     """At one rank count o and alpha are inseparable: the fit is the classical model, o = 0."""
     n, p, t = times("ring", TRUE, [2])
     fit = fit_one("mpich", "ring", "ring", pd.DataFrame({"size_bytes": n, "ranks": p, "avg_us": t}), "intra")
-    assert fit.overhead_us == 0.0 and fit.alpha_us == pytest.approx((TRUE[0] + 2 * TRUE[1]) / 2, rel=1e-6)
+    (r,) = fit.regimes
+    assert r.overhead_us == 0.0 and r.alpha_us == pytest.approx((TRUE[0] + 2 * TRUE[1]) / 2, rel=1e-6)
+
+
+def test_three_regimes_protocol_and_cache():
+    """Latency quadruples from 4 KiB (rendezvous) and per-byte costs triple from 256 KiB: two splits."""
+    consts = [TRUE, TRUE * np.array([4, 4, 1, 1]), TRUE * np.array([4, 4, 3, 3])]
+    n, p, _ = times("rabenseifner", TRUE, [2, 3, 4])
+    regime = (n >= 4096).astype(int) + (n >= 256 << 10)
+    t = np.array([coefficients("rabenseifner", [a], [b])[0] @ consts[r] for a, b, r in zip(n, p, regime)])
+    fit = fit_one("mpich", "x", "rabenseifner", pd.DataFrame({"size_bytes": n, "ranks": p, "avg_us": t}), "intra")
+    assert [r.from_bytes for r in fit.regimes] == [0, 4096, 256 << 10] and fit.max_rel_err < 1e-6
+    assert len(fit.rows()) == 3 and fit.rows()[2]["regime"] == 2
 
 
 def test_poorly_determined_fits_are_rejected_with_the_reason():

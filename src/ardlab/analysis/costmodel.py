@@ -19,15 +19,17 @@ Fits are least squares with o, alpha, beta, gamma >= 0 (scipy), per library, alg
 all the model needs. A fit is rejected, with the reason, when it has fewer than 4 sizes, or its median
 relative error exceeds 50%.
 
-Two regimes: the per-byte costs of large messages are not those of small ones (the working set leaves the
-caches, the library switches from eager to rendezvous copies; measured here: 4x the size costs 8-10x the time
-between 256 KiB and 1 MiB). A fit therefore may split at a measured size into a small-message and a
-large-message set of constants, each fitted on its own points (>= 4 sizes below, >= 3 at and above), where
-one set misses by more than 1% (RMS) and two at least halve the sum of squared relative errors.
+Regimes: the per-message and per-byte costs are not the same at every size (the library switches from eager
+to rendezvous copies at a few KiB; the working set leaves the caches beyond a few hundred KiB: measured here,
+4x the size costs 8-10x the time between 256 KiB and 1 MiB). A fit therefore may split at measured sizes into
+up to three sets of constants, each fitted on its own points (>= 4 sizes in the first, >= 3 in the others);
+more splits are taken where they at least halve the sum of squared relative errors of the fit kept so far,
+which must miss by more than 1% (RMS).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -38,9 +40,10 @@ from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, library
 
 SEGMENT = 65536  # bytes: Open MPI's segmented ring as forced by the table
 MIN_SIZES = 4  # message sizes a fit (or its small-message regime) needs
-MIN_LARGE_SIZES = 3  # message sizes the large-message regime needs
-SPLIT_GAIN = 0.5  # a second regime must at least halve the sum of squared relative errors ...
-SPLIT_MIN_RMS = 0.01  # ... of a single regime that misses by more than 1% (root mean square)
+MIN_REGIME_SIZES = 3  # message sizes every further regime needs
+MAX_SPLITS = 2  # at most three regimes: latency-bound, in-cache and memory-bound transfers
+SPLIT_GAIN = 0.5  # one more regime must at least halve the sum of squared relative errors ...
+SPLIT_MIN_RMS = 0.01  # ... of fewer regimes that miss by more than 1% (root mean square)
 HELD_SIZES = 3  # the "sizes" hold-out predicts the largest measured sizes from the others
 
 
@@ -89,35 +92,44 @@ def model_of(library_name: str, algorithm: str) -> str | None:
 
 
 @dataclass
+class Regime:
+    """One set of constants, for the sizes from `from_bytes` up to the next regime's."""
+    from_bytes: float
+    overhead_us: float
+    alpha_us: float
+    beta_us_per_byte: float
+    gamma_us_per_byte: float
+
+    @property
+    def constants(self) -> np.ndarray:
+        return np.array([self.overhead_us, self.alpha_us, self.beta_us_per_byte, self.gamma_us_per_byte])
+
+
+@dataclass
 class Fit:
     library: str
     algorithm: str
     model: str
     node_class: str  # intra (one node) | inter (several)
-    overhead_us: float
-    alpha_us: float
-    beta_us_per_byte: float
-    gamma_us_per_byte: float
+    regimes: list[Regime]  # by size, the first from 0
     points: int
     median_rel_err: float
     max_rel_err: float
     status: str  # "ok" or "rejected: <why>"
-    # The large-message regime (NaN where one set of constants fits): sizes >= large_from_bytes use these.
-    large_from_bytes: float = math.nan
-    large_overhead_us: float = math.nan
-    large_alpha_us: float = math.nan
-    large_beta_us_per_byte: float = math.nan
-    large_gamma_us_per_byte: float = math.nan
 
     def predict(self, n, p) -> np.ndarray:
         n = np.asarray(n, float)
         A = coefficients(self.model, n, p)
-        t = A @ np.array([self.overhead_us, self.alpha_us, self.beta_us_per_byte, self.gamma_us_per_byte])
-        if math.isnan(self.large_from_bytes):
-            return t
-        large = A @ np.array([self.large_overhead_us, self.large_alpha_us, self.large_beta_us_per_byte,
-                              self.large_gamma_us_per_byte])
-        return np.where(n >= self.large_from_bytes, large, t)
+        t = np.zeros(len(n))
+        for r in self.regimes:
+            t = np.where(n >= r.from_bytes, A @ r.constants, t)
+        return t
+
+    def rows(self) -> list[dict]:
+        """The fit as table rows, one per regime."""
+        head = {k: getattr(self, k) for k in ("library", "algorithm", "model", "node_class")}
+        tail = {k: getattr(self, k) for k in ("points", "median_rel_err", "max_rel_err", "status")}
+        return [{**head, "regime": i, **r.__dict__, **tail} for i, r in enumerate(self.regimes)]
 
 
 def _lsq(A: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -130,32 +142,48 @@ def _lsq(A: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x, (A @ x - t) / t
 
 
+def _regimes(A: np.ndarray, t: np.ndarray, n: np.ndarray, cuts: tuple) -> tuple[float, list, np.ndarray]:
+    """Fit each regime between consecutive cuts: (sum of squared relative errors, regimes, errors)."""
+    edges = [0.0, *cuts, np.inf]
+    cost, regimes, rel = 0.0, [], np.zeros_like(t)
+    for lo, hi in zip(edges, edges[1:]):
+        sel = (n >= lo) & (n < hi)
+        x, r = _lsq(A[sel], t[sel])
+        cost += float(np.sum(r ** 2))
+        regimes.append(Regime(float(lo), *map(float, x)))
+        rel[sel] = r
+    return cost, regimes, rel
+
+
 def fit_one(library_name: str, algorithm: str, model: str, data: pd.DataFrame, node_class: str) -> Fit:
     n, p, t = data.size_bytes.to_numpy(float), data.ranks.to_numpy(float), data.avg_us.to_numpy(float)
     A = coefficients(model, n, p)
     if len(np.unique(p)) == 1:  # o and alpha are inseparable at one rank count: the classical model (o = 0)
         A[:, 0] = 0.0
-    x, rel = _lsq(A, t)
-    single = float(np.sum(rel ** 2))
-    best, large = single, None
     sizes = np.unique(n)
-    cuts = sizes[MIN_SIZES : len(sizes) - MIN_LARGE_SIZES + 1] if single > SPLIT_MIN_RMS ** 2 * len(t) else []
-    for cut in cuts:
-        lo = n < cut
-        xs, rs = _lsq(A[lo], t[lo])
-        xl, rl = _lsq(A[~lo], t[~lo])
-        cost = float(np.sum(rs ** 2) + np.sum(rl ** 2))
-        if cost <= SPLIT_GAIN * single and cost < best:
-            best, x, large = cost, xs, (float(cut), *map(float, xl))
-            rel = np.concatenate([rs, rl])
+    best = _regimes(A, t, n, ())
+    for k in range(1, MAX_SPLITS + 1):
+        if best[0] <= SPLIT_MIN_RMS ** 2 * len(t):
+            break
+        found = None
+        for cuts in itertools.combinations(sizes[MIN_SIZES:], k):
+            bounds = [*cuts, np.inf]
+            if any(np.count_nonzero((sizes >= a) & (sizes < b)) < MIN_REGIME_SIZES for a, b in zip(bounds, bounds[1:])):
+                continue
+            trial = _regimes(A, t, n, cuts)
+            if found is None or trial[0] < found[0]:
+                found = trial
+        if found is not None and found[0] <= SPLIT_GAIN * best[0]:
+            best = found
+    _, regimes, rel = best
     rel = np.abs(rel)
     status = "ok"
     if len(sizes) < MIN_SIZES:
         status = f"rejected: only {len(sizes)} message sizes (need >= {MIN_SIZES})"
     elif np.median(rel) > 0.5:
         status = f"rejected: median relative error {np.median(rel):.0%} (> 50%): the model does not describe it"
-    return Fit(library_name, algorithm, model, node_class, *map(float, x), len(t), float(np.median(rel)),
-               float(rel.max()), status, *(large or ()))
+    return Fit(library_name, algorithm, model, node_class, regimes, len(t), float(np.median(rel)),
+               float(rel.max()), status)
 
 
 def _medians(b: pd.DataFrame) -> pd.DataFrame:
@@ -300,7 +328,7 @@ def run(bench_files, results, figures, ranks: list[int], sizes: list[int], cores
         raise ValueError("no microbenchmark rows to fit")
     tables = results / "tables"
     fits = fit_all(b, cores_per_node)
-    fit_df = pd.DataFrame([f.__dict__ for f in fits])
+    fit_df = pd.DataFrame([row for f in fits for row in f.rows()])
     _save(fit_df, tables, "costmodel_fits")
     val = pd.concat([validate(b, h, cores_per_node=cores_per_node) for h in HOLDOUTS], ignore_index=True)
     _save(score(val), tables, "costmodel_validation")
