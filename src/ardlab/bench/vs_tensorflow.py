@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 
 def _ardlab(model_name: str, batch: int, steps: int, warmup: int) -> dict:
@@ -100,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--output", metavar="DIR", help="also write nn_vs_tensorflow.{csv,md} and "
+                   "nn_layer_profile.{csv,md} there (e.g. results/benchmarks)")
     p.add_argument("--child", choices=["ardlab.nn", "tensorflow"], dest="framework", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -110,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"batch {a.batch}, {a.threads} threads, CIFAR shapes, {a.steps} timed steps after {a.warmup} warm-up")
     print(f"{'model':10s} {'ardlab.nn img/s':>16s} {'TF img/s':>10s} {'ratio':>6s} {'nn peak MiB':>12s} "
           f"{'TF peak MiB':>12s} {'ratio':>6s}")
-    profiles = {}
+    profiles, summary, layer_rows = {}, [], []
     for m in a.models.split(","):
         res = {}
         for fw in ("ardlab.nn", "tensorflow"):
@@ -123,16 +126,28 @@ def main(argv: list[str] | None = None) -> int:
             res[fw] = json.loads(line[0][7:])
         nn, tf = res["ardlab.nn"], res["tensorflow"]
         profiles[m] = nn
+        summary.append({"model": m, "batch": a.batch, "threads": a.threads, "nn_img_per_s": nn["img_per_s"],
+                        "tf_img_per_s": tf["img_per_s"], "nn_over_tf": nn["img_per_s"] / tf["img_per_s"],
+                        "nn_peak_mib": nn["peak_mib"], "tf_peak_mib": tf["peak_mib"],
+                        "nn_over_tf_peak_memory": nn["peak_mib"] / tf["peak_mib"]})
         print(f"{m:10s} {nn['img_per_s']:16.1f} {tf['img_per_s']:10.1f} {nn['img_per_s'] / tf['img_per_s']:6.2f} "
               f"{nn['peak_mib']:12.0f} {tf['peak_mib']:12.0f} {nn['peak_mib'] / tf['peak_mib']:6.2f}", flush=True)
     for m, nn in profiles.items():
         total = nn["step_s"]
         print(f"\nardlab.nn {m}: where a step goes ({total * 1e3:.1f} ms; layers over 2% of the step)")
         for name, f, b in sorted(nn["layers"], key=lambda r: -(r[1] + r[2])):
+            layer_rows.append({"model": m, "layer": name, "forward_ms": f * 1e3, "backward_ms": b * 1e3,
+                               "share_of_step": (f + b) / total})
             if (f + b) / total >= 0.02:
                 print(f"  {name:28s} forward {f * 1e3:7.2f} ms  backward {b * 1e3:7.2f} ms  {100 * (f + b) / total:5.1f}%")
         rest = total - sum(f + b for _, f, b in nn["layers"])
         print(f"  {'(loss, update, other)':28s} {rest * 1e3:7.2f} ms  {100 * rest / total:5.1f}%")
+    if a.output:
+        from ardlab.bench import tables
+
+        for path in tables.write(summary, Path(a.output) / "nn_vs_tensorflow.csv") + tables.write(
+                layer_rows, Path(a.output) / "nn_layer_profile.csv"):
+            print(f"wrote {path}")
     return 0
 
 

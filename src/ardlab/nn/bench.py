@@ -20,6 +20,7 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--output", metavar="CSV", help="also write the rows there (and the same table as .md)")
     a = p.parse_args()
     if "numpy" not in sys.modules:
         for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -41,6 +42,7 @@ def main() -> None:
         rounds.append(3 * 2 * m * n * k / (time.perf_counter() - t) / 1e9)
     sgemm = max(rounds)
     print(f"numpy sgemm {m}x{k}x{n}: {sgemm:.1f} GFLOP/s ({a.threads} threads, best of 5 rounds)")
+    rows = []
     for name in a.models.split(","):
         initializers.seed(0)
         model = models.get(name, (32, 32, 3), 10)
@@ -76,6 +78,14 @@ def main() -> None:
         ct = sum(conv_t.values()) / a.steps
         print(f"{name:10s} {a.batch / dt:8.1f} img/s   conv {flops / ct / 1e9:6.1f} GFLOP/s = "
               f"{flops / ct / 1e9 / sgemm:.0%} of sgemm   conv share of step {ct / dt:.0%}")
+        rows.append({"model": name, "batch": a.batch, "threads": a.threads, "img_per_s": a.batch / dt,
+                     "conv_gflop_per_s": flops / ct / 1e9, "sgemm_gflop_per_s": sgemm,
+                     "conv_over_sgemm": flops / ct / 1e9 / sgemm, "conv_share_of_step": ct / dt})
+    if a.output:
+        from ardlab.bench import tables
+
+        for path in tables.write(rows, a.output):
+            print(f"wrote {path}")
 
 
 if __name__ == "__main__":
