@@ -43,7 +43,7 @@ def im2row(x, kh, kw, sh, sw, pt, pl, ho, wo, out):
 def col2im(dcols, kh, kw, sh, sw, pt, pl, ho, wo, dx):
     """dx[b, ih, iw, c] = sum over the windows that read (ih, iw) of their rows of dcols (im2row's layout).
 
-    A gather per input cell (no scatter, no zero-fill pass): each image's cells are written by one thread.
+    A gather per input cell: each cell is written once, so no zero-fill pass and no scatter.
     """
     n, h, w, c = dx.shape
     for b in range(n):
@@ -66,82 +66,64 @@ def col2im(dcols, kh, kw, sh, sw, pt, pl, ho, wo, dx):
                             dx[b, ih, iw, ch] += dcols[r, base + ch]
 
 
-def row_blocks(m: int) -> int:
-    """How many blocks the row kernels split m rows into (partial sums per block: float64 accumulation
-    of many float32 rows stays accurate)."""
-    return max(1, min(m, 64))
-
-
 @_jit
-def _channel_sums(X, mean, nblocks):
-    """Per-channel sum of X (rows, C) if mean is empty, else of (X - mean)**2; in float64, blockwise in parallel."""
+def batch_moments(X):
+    """Per-channel mean and (biased) variance of X (rows, C): two passes, accumulated in float64."""
     m, c = X.shape
-    part = np.zeros((nblocks, c))
-    centred = mean.shape[0] > 0
-    for k in range(nblocks):
-        for r in range(k * m // nblocks, (k + 1) * m // nblocks):
-            for ch in range(c):
-                v = X[r, ch]
-                if centred:
-                    v = (v - mean[ch]) ** 2
-                part[k, ch] += v
-    return part.sum(axis=0)
-
-
-def batch_moments(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-channel mean and (biased) variance of X (rows, C), two passes, accumulated in float64."""
-    nb = row_blocks(X.shape[0])
-    mean = _channel_sums(X, np.empty(0), nb) / X.shape[0]
-    return mean, _channel_sums(X, mean, nb) / X.shape[0]
+    mean = np.zeros(c)
+    for r in range(m):
+        for ch in range(c):
+            mean[ch] += X[r, ch]
+    mean /= m
+    var = np.zeros(c)
+    for r in range(m):
+        for ch in range(c):
+            var[ch] += (X[r, ch] - mean[ch]) ** 2
+    return mean, var / m
 
 
 @_jit
-def bn_forward(X, mean, scale, shift, out, nblocks):
+def bn_forward(X, mean, scale, shift, out):
     """out = (X - mean) * scale + shift, per channel (scale = gamma / std, shift = beta)."""
     m, c = X.shape
-    for k in range(nblocks):
-        for r in range(k * m // nblocks, (k + 1) * m // nblocks):
-            for ch in range(c):
-                out[r, ch] = (X[r, ch] - mean[ch]) * scale[ch] + shift[ch]
+    for r in range(m):
+        for ch in range(c):
+            out[r, ch] = (X[r, ch] - mean[ch]) * scale[ch] + shift[ch]
 
 
 @_jit
-def _bn_grad_sums(X, dY, mean, inv_std, nblocks):
-    """Per channel: sum(dY) and sum(dY * xhat), xhat = (X - mean) * inv_std recomputed (not stored)."""
+def _bn_grad_sums(X, dY, mean, inv_std):
+    """Per channel, in float64: sum(dY) and sum(dY * xhat), xhat = (X - mean) * inv_std recomputed (not stored)."""
     m, c = X.shape
-    part = np.zeros((nblocks, 2, c))
-    for k in range(nblocks):
-        for r in range(k * m // nblocks, (k + 1) * m // nblocks):
-            for ch in range(c):
-                d = dY[r, ch]
-                part[k, 0, ch] += d
-                part[k, 1, ch] += d * (X[r, ch] - mean[ch]) * inv_std[ch]
-    return part.sum(axis=0)
+    sums = np.zeros((2, c))
+    for r in range(m):
+        for ch in range(c):
+            d = dY[r, ch]
+            sums[0, ch] += d
+            sums[1, ch] += d * (X[r, ch] - mean[ch]) * inv_std[ch]
+    return sums
 
 
 @_jit
-def _bn_dx(X, dY, mean, inv_std, a, b, scale, dx, nblocks):
+def _bn_dx(X, dY, mean, inv_std, a, b, scale, dx):
     """dx = scale * (dY - a - xhat * b), per channel."""
     m, c = X.shape
-    for k in range(nblocks):
-        for r in range(k * m // nblocks, (k + 1) * m // nblocks):
-            for ch in range(c):
-                xhat = (X[r, ch] - mean[ch]) * inv_std[ch]
-                dx[r, ch] = scale[ch] * (dY[r, ch] - a[ch] - xhat * b[ch])
+    for r in range(m):
+        for ch in range(c):
+            xhat = (X[r, ch] - mean[ch]) * inv_std[ch]
+            dx[r, ch] = scale[ch] * (dY[r, ch] - a[ch] - xhat * b[ch])
 
 
 def bn_backward(X, dY, mean, inv_std, gamma, batch_stats: bool):
     """(dx, dgamma, dbeta) of BatchNormalization from its input X (rows, C), not a stored normalised copy."""
-    nb = row_blocks(X.shape[0])
-    sums = _bn_grad_sums(X, dY, mean, inv_std, nb)
-    dbeta, dgamma = sums[0], sums[1]
+    dbeta, dgamma = _bn_grad_sums(X, dY, mean, inv_std)
     m = X.shape[0]
     dx = np.empty_like(dY)
-    zero = np.zeros_like(dbeta)
     if batch_stats:  # dx = gamma * inv_std / m * (m dy - sum(dy) - xhat sum(dy xhat))
-        _bn_dx(X, dY, mean, inv_std, dbeta / m, dgamma / m, gamma * inv_std, dx, nb)
+        _bn_dx(X, dY, mean, inv_std, dbeta / m, dgamma / m, gamma * inv_std, dx)
     else:  # running statistics do not depend on x
-        _bn_dx(X, dY, mean, inv_std, zero, zero, gamma * inv_std, dx, nb)
+        zero = np.zeros_like(dbeta)
+        _bn_dx(X, dY, mean, inv_std, zero, zero, gamma * inv_std, dx)
     return dx, dgamma, dbeta
 
 
@@ -173,7 +155,7 @@ def maxpool_forward(x, kh, kw, sh, sw, pt, pl, ho, wo, y, arg):
 
 @_jit
 def maxpool_backward(dy, arg, kh, kw, sh, sw, pt, pl, dx):
-    """dx = each window's gradient added at its first maximum (one thread per image: no races on overlaps)."""
+    """dx = each window's gradient added at its first maximum (overlapping windows add up)."""
     n, ho, wo, c = dy.shape
     for b in range(n):
         dx[b] = 0

@@ -51,8 +51,13 @@ class Buffers:
             a = self._arrays[name] = np.empty(shape, dtype) if fill is None else np.full(shape, fill, dtype)
         return a
 
-    def clear(self) -> None:
-        self._arrays.clear()
+    def prefix(self, name: str, size: int, dtype, fill=None) -> np.ndarray:
+        """The first `size` elements of a kept flat array that only grows, so that callers needing different
+        sizes in turn (every layer of a model) share one array instead of replacing it at each call."""
+        a = self._arrays.get(name)
+        if a is None or a.size < size or a.dtype != dtype:
+            a = self._arrays[name] = np.empty(size, dtype) if fill is None else np.full(size, fill, dtype)
+        return a[:size]
 
 
 # Scratch space for arrays used and dropped within one layer call (never returned to the caller).
@@ -62,4 +67,4 @@ scratch = Buffers()
 def column_sums(X: np.ndarray) -> np.ndarray:
     """Sums over the rows of a 2-D array as one BLAS matrix-vector product with a kept ones vector
     (measured: 0.25 ms for 65536 x 16 float32 against 1.24 ms for NumPy's axis-0 sum)."""
-    return scratch.get("ones", (X.shape[0],), X.dtype, fill=1) @ X
+    return scratch.prefix("ones", X.shape[0], X.dtype, fill=1) @ X

@@ -90,6 +90,7 @@ class Conv2D(Layer):
         self.padding, self.groups, self.use_bias = padding, groups, use_bias
         self.kernel_initializer = kernel_initializer
         self.buffers = memory.Buffers()  # the im2row matrix, reused while the input shape stays the same
+        self.pointwise = self.k == (1, 1) and self.s == (1, 1)  # im2row rows = the input
 
     def build(self, input_shape):
         if len(input_shape) != 3:
@@ -125,7 +126,7 @@ class Conv2D(Layer):
         follows reads it from there.
         """
         n, c, kk = x.shape[0], x.shape[3], self.k[0] * self.k[1]
-        if kk == 1 and self.s == (1, 1):
+        if self.pointwise:
             yield 0, n, x.reshape(-1, c)
             return
         row_bytes = kk * c * x.itemsize
@@ -182,10 +183,10 @@ class Conv2D(Layer):
                 dW += rows.T @ dYb
                 if dx is None:  # the model's first layer: no input gradient needed
                     continue
-                if kk == 1 and self.s == (1, 1):
+                if self.pointwise:  # the rows are the input itself: the gradient GEMM writes dx directly
                     np.matmul(dYb, Wt, out=dx[b0:b1].reshape(-1, c))
                     continue
-                flat = memory.scratch.get("conv_dcols", (rows.size,), dy.dtype)
+                flat = memory.scratch.prefix("conv_dcols", rows.size, dy.dtype)
                 dcols = np.matmul(dYb, Wt, out=flat.reshape(rows.shape))
                 kernels.col2im(dcols, *self.k, *self.s, self.pads[0], self.pads[2], ho, wo, dx[b0:b1])
             self.grads["kernel"][...] = dW.reshape(W.shape)

@@ -25,17 +25,14 @@ class _Pool2D(Layer):
         ho, wo, self.pads = out_and_pads(h, w, self.k, self.s, self.padding)
         return (ho, wo, c)
 
-    def _pad(self, x, fill):
-        """The input padded with `fill` as the padding mode needs; records the shapes backward uses."""
+    def _windows(self, x, fill):
+        """(N, Ho, Wo, kh, kw, C) windows of x padded with `fill`; records the shapes backward uses."""
         n, h, w, c = x.shape
         ho, wo, pads = out_and_pads(h, w, self.k, self.s, self.padding)
         pt, pb, pl, pr = pads
         xp = np.pad(x, ((0, 0), (pt, pb), (pl, pr), (0, 0)), constant_values=fill) if any(pads) else x
-        self.x_shape, self.xp_shape, self.ho, self.wo, self.pads = x.shape, xp.shape, ho, wo, pads
-        return xp
-
-    def _windows(self, x, fill):
-        return windows(self._pad(x, fill), self.k, self.s, self.ho, self.wo)  # (N, Ho, Wo, kh, kw, C)
+        self.x_shape, self.pads = x.shape, pads
+        return windows(xp, self.k, self.s, ho, wo)
 
 
 class MaxPool2D(_Pool2D):
