@@ -142,13 +142,19 @@ def _lsq(A: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x, (A @ x - t) / t
 
 
-def _regimes(A: np.ndarray, t: np.ndarray, n: np.ndarray, cuts: tuple) -> tuple[float, list, np.ndarray]:
-    """Fit each regime between consecutive cuts: (sum of squared relative errors, regimes, errors)."""
+def _regimes(A: np.ndarray, t: np.ndarray, n: np.ndarray, cuts: tuple, seen: dict
+             ) -> tuple[float, list, np.ndarray]:
+    """Fit each regime between consecutive cuts: (sum of squared relative errors, regimes, errors).
+
+    `seen` keeps each (lo, hi) segment's fit: the candidate splits of one fit share most of their segments.
+    """
     edges = [0.0, *cuts, np.inf]
     cost, regimes, rel = 0.0, [], np.zeros_like(t)
     for lo, hi in zip(edges, edges[1:]):
         sel = (n >= lo) & (n < hi)
-        x, r = _lsq(A[sel], t[sel])
+        if (lo, hi) not in seen:
+            seen[lo, hi] = _lsq(A[sel], t[sel])
+        x, r = seen[lo, hi]
         cost += float(np.sum(r ** 2))
         regimes.append(Regime(float(lo), *map(float, x)))
         rel[sel] = r
@@ -161,7 +167,8 @@ def fit_one(library_name: str, algorithm: str, model: str, data: pd.DataFrame, n
     if len(np.unique(p)) == 1:  # o and alpha are inseparable at one rank count: the classical model (o = 0)
         A[:, 0] = 0.0
     sizes = np.unique(n)
-    best = _regimes(A, t, n, ())
+    seen: dict = {}
+    best = _regimes(A, t, n, (), seen)
     for k in range(1, MAX_SPLITS + 1):
         if best[0] <= SPLIT_MIN_RMS ** 2 * len(t):
             break
@@ -170,7 +177,7 @@ def fit_one(library_name: str, algorithm: str, model: str, data: pd.DataFrame, n
             bounds = [*cuts, np.inf]
             if any(np.count_nonzero((sizes >= a) & (sizes < b)) < MIN_REGIME_SIZES for a, b in zip(bounds, bounds[1:])):
                 continue
-            trial = _regimes(A, t, n, cuts)
+            trial = _regimes(A, t, n, cuts, seen)
             if found is None or trial[0] < found[0]:
                 found = trial
         if found is not None and found[0] <= SPLIT_GAIN * best[0]:

@@ -23,21 +23,14 @@ import numpy as np
 import pandas as pd
 
 from ardlab.analysis import read
+from ardlab.bench.tables import markdown
 from ardlab.comm.libraries import DEFAULT, LIBRARIES, TUNED
-
-
-def _markdown(df: pd.DataFrame) -> str:
-    cols = list(df.columns)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for row in df.itertuples(index=False):
-        lines.append("| " + " | ".join(f"{v:.3g}" if isinstance(v, float) else str(v) for v in row) + " |")
-    return "\n".join(lines) + "\n"
 
 
 def _save(df: pd.DataFrame, tables: Path, name: str) -> None:
     tables.mkdir(parents=True, exist_ok=True)
     df.to_csv(tables / f"{name}.csv", index=False, float_format="%.6g")
-    (tables / f"{name}.md").write_text(_markdown(df))
+    (tables / f"{name}.md").write_text(markdown(list(df.columns), df.itertuples(index=False)))
 
 
 def microbench_tables(b: pd.DataFrame) -> dict[str, pd.DataFrame]:
