@@ -104,6 +104,7 @@ def test_summary_row_per_library_and_algorithm(library, algorithm, tmp_path):
     (row,) = list(csv.DictReader(open(out)))
     assert (row["framework"], row["library"], row["algorithm"], row["ranks"]) == ("tensorflow", library, algorithm, "2")
     assert float(row["img_per_s"]) > 0 and row["steps"] == "5"
+    assert 0 <= float(row["final_accuracy"]) <= float(row["final_top5_accuracy"]) <= 1
     assert f"HOROVOD_FUSION_THRESHOLD={4 << 20}" in row["knobs"]
 
 

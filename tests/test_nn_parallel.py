@@ -50,6 +50,7 @@ def test_digits_converges(tmp_path):
     (row,) = list(csv.DictReader(open(out)))
     assert row["framework"] == "ardlab.nn" and row["ranks"] == "2" and row["parallel_mode"] == "bucketed"
     assert float(row["final_accuracy"]) >= 0.97, row
+    assert float(row["final_accuracy"]) <= float(row["final_top5_accuracy"]) <= 1, row  # top-5 on the test set
 
 
 @pytest.mark.parametrize("args, message", [

@@ -42,3 +42,10 @@ def test_layer_matches_tensorflow(results, case):
     assert {"y", "dx"} <= set(r)
     bad = {k: v for k, v in r.items() if not v <= TOL}
     assert not bad, f"{case}: relative errors above {TOL}: {bad}"
+
+
+def test_top_k_accuracy_matches_tensorflow(results):
+    """losses.top_k_accuracy against tf.math.in_top_k: the same samples (one sample would be 1/257 = 4e-3; TF's
+    float32 mean rounds at 1e-7)."""
+    r = results["top_k_accuracy"]
+    assert set(r) == {"k1", "k3", "k5", "k10"} and max(r.values()) < 1e-6, r

@@ -113,7 +113,7 @@ def _train(args: argparse.Namespace) -> int:
         row = run(cfg)
         if MPI.COMM_WORLD.Get_rank() == 0:
             _emit_row(row, args.output, ("model", "library", "algorithm", "parallel_mode", "ranks", "img_per_s",
-                                         "final_loss", "final_accuracy"))
+                                         "final_loss", "final_accuracy", "final_top5_accuracy"))
         return 0
     if not args.library:
         raise ValueError(f"--library is required (one of: {', '.join(LIBRARIES)}) unless --in-mpi")

@@ -13,6 +13,7 @@ import numpy as np
 
 from ardlab.horovod import models as kmodels  # sets TF_USE_LEGACY_KERAS before TensorFlow loads
 from ardlab.nn import layers as L
+from ardlab.nn import losses
 from ardlab.nn.model import Model
 
 import tensorflow as tf  # noqa: E402
@@ -95,6 +96,17 @@ def _err(ours, ref):
     return float(np.abs(ours - ref).max() / max(np.abs(ref).max(), 1e-12))
 
 
+def top_k_case(rng):
+    """|ours - TF's in_top_k| of the top-k accuracy on 257 random 10-class logits (no ties), k = 1, 3, 5, 10."""
+    logits = rng.standard_normal((257, 10)).astype(np.float32)
+    labels = rng.integers(0, 10, 257)
+    out = {}
+    for k in (1, 3, 5, 10):
+        theirs = float(tf.reduce_mean(tf.cast(tf.math.in_top_k(labels, logits, k), tf.float32)))
+        out[f"k{k}"] = abs(losses.top_k_accuracy(logits, labels, k) - theirs)
+    return out
+
+
 def main():
     rng = np.random.default_rng(0)
     results = {}
@@ -103,6 +115,7 @@ def main():
             results[name] = run_case(name, shape, make, rng)
         except Exception as e:  # recorded per case, so one unsupported TF op names itself in the test
             results[name] = {"error": f"{type(e).__name__}: {e}"}
+    results["top_k_accuracy"] = top_k_case(rng)
     with open(sys.argv[1], "w") as f:
         json.dump(results, f, indent=1)
 

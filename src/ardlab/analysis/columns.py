@@ -21,7 +21,7 @@ BENCH_COLUMNS = [
 TRAIN_COLUMNS = [
     "framework", "model", "dataset", "library", "library_version", "algorithm", "parallel_mode", "ranks",
     "batch_per_rank", "steps", "img_per_s", "img_per_s_ci95", "compute_s", "allreduce_s", "wait_s",
-    "final_loss", "final_accuracy", "knobs", "started_at",
+    "final_loss", "final_accuracy", "final_top5_accuracy", "knobs", "started_at",
 ]
 
 

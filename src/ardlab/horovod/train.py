@@ -137,7 +137,8 @@ def run(cfg: TFConfig) -> dict | None:
         grads = tape.gradient(loss, model.trainable_variables)
         opt.apply_gradients(zip(grads, model.trainable_variables))
         acc = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, 1), y), tf.float32))
-        return loss, acc
+        top5 = tf.reduce_mean(tf.cast(tf.math.in_top_k(y, logits, min(5, train.classes)), tf.float32))
+        return loss, acc, top5
 
     hvd.broadcast_variables(model.variables, root_rank=0)  # same start everywhere, before any step
 
@@ -156,12 +157,12 @@ def run(cfg: TFConfig) -> dict | None:
 
         bar = tqdm(total=total, desc=f"{cfg.model} tf x{size}", unit="step", file=sys.stderr)
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    loss = acc = float("nan")
+    loss = acc = top5 = float("nan")
 
     def one():
-        nonlocal loss, acc
-        loss_t, acc_t = step(*next(batches))
-        loss, acc = float(loss_t), float(acc_t)  # synchronises, so times are real
+        nonlocal loss, acc, top5
+        loss_t, acc_t, top5_t = step(*next(batches))
+        loss, acc, top5 = float(loss_t), float(acc_t), float(top5_t)  # synchronises, so times are real
         if not math.isfinite(loss) or loss > 1e4:
             raise FloatingPointError(f"loss is {loss} (rank {rank}): lower the learning rate (now {cfg.lr})")
         if bar:
@@ -179,7 +180,7 @@ def run(cfg: TFConfig) -> dict | None:
         rates.append(global_batch * cfg.batches_per_iter / dt)
     if bar:
         bar.close()
-    final = hvd.allreduce(tf.constant([loss, acc], tf.float64), op=hvd.Average).numpy()
+    final = hvd.allreduce(tf.constant([loss, acc, top5], tf.float64), op=hvd.Average).numpy()
     if cfg.save_weights:
         from ardlab.atomic import atomic_open
 
@@ -197,5 +198,6 @@ def run(cfg: TFConfig) -> dict | None:
         # (a Horovod timeline, --timeline, shows it); empty, never a guess.
         "compute_s": "", "allreduce_s": "", "wait_s": "",
         "final_loss": f"{final[0]:.6f}", "final_accuracy": f"{final[1]:.4f}",
+        "final_top5_accuracy": f"{final[2]:.4f}",
         "knobs": knobs_in_force(), "started_at": started,
     }

@@ -60,7 +60,14 @@ def accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
     return float((logits.argmax(axis=1) == y).mean())
 
 
-def top_k_accuracy(logits: np.ndarray, labels: np.ndarray, k: int = 5) -> float:
+def top_k_hits(logits: np.ndarray, labels: np.ndarray, k: int = 5) -> int:
+    """How many samples have their label among the k largest logits (all of them when k >= classes)."""
+    if len(logits) == 0:
+        return 0
     y = labels if labels.ndim == 1 else labels.argmax(axis=1)
     topk = np.argpartition(-logits, min(k, logits.shape[1]) - 1, axis=1)[:, :k]
-    return float((topk == y[:, None]).any(axis=1).mean())
+    return int((topk == y[:, None]).any(axis=1).sum())
+
+
+def top_k_accuracy(logits: np.ndarray, labels: np.ndarray, k: int = 5) -> float:
+    return top_k_hits(logits, labels, k) / len(logits)

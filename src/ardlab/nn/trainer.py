@@ -107,7 +107,7 @@ def run(cfg: TrainConfig, comm=None) -> dict:
 
         bar = tqdm(total=total, initial=step, desc=f"{cfg.model} x{size}", unit="step", file=sys.stderr)
     compute_s, update_s, times = 0.0, 0.0, []
-    loss = acc = float("nan")
+    loss = acc = top5 = float("nan")
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     stopped_early = False
     while step < total and not stopped_early:
@@ -122,7 +122,7 @@ def run(cfg: TrainConfig, comm=None) -> dict:
             if not math.isfinite(loss) or loss > 1e4:
                 raise FloatingPointError(f"loss is {loss} at step {step} (rank {rank}): lower the learning rate "
                                          f"(now {cfg.lr}) or check the data")
-            acc = losses.accuracy(logits, y)
+            acc, top5 = losses.accuracy(logits, y), losses.top_k_accuracy(logits, y, 5)
             a0, w0 = dp.allreduce_s, dp.wait_s
             model.backward(dlogits, dp.on_grads)
             dp.finish()
@@ -162,18 +162,19 @@ def run(cfg: TrainConfig, comm=None) -> dict:
     # Throughput from every step but the first (warm-up), with a 95% interval over steps.
     t = np.array(times[1:] or times)
     ips = global_batch / t
-    final = np.array([loss, acc])
+    final = np.array([loss, acc, top5])
     comm.Allreduce(MPI.IN_PLACE, final, op=MPI.SUM)
     final /= size
-    test_acc = None
+    test_acc = test_top5 = None
     if cfg.evaluate and cfg.dataset in ("digits", "mnist", "cifar10"):
         test = data.load(cfg.dataset, cfg.data_path, "test")
         part = np.array_split(np.arange(len(test)), size)[rank]
         logits = np.concatenate([model.forward(test.x[part[j:j + 256]]) for j in range(0, len(part), 256)]) \
             if len(part) else np.zeros((0, test.classes))
-        correct = np.array([float((logits.argmax(1) == test.y[part]).sum())])
+        correct = np.array([float((logits.argmax(1) == test.y[part]).sum()),
+                            float(losses.top_k_hits(logits, test.y[part], 5))])
         comm.Allreduce(MPI.IN_PLACE, correct, op=MPI.SUM)
-        test_acc = float(correct[0] / len(test))
+        test_acc, test_top5 = (float(v / len(test)) for v in correct)
     return {
         "framework": "ardlab.nn", "model": cfg.model, "dataset": train.name, "library": lib.name,
         "library_version": version, "algorithm": cfg.allreduce if cfg.allreduce != "native" else cfg.algorithm_label,
@@ -183,6 +184,7 @@ def run(cfg: TrainConfig, comm=None) -> dict:
         "compute_s": f"{compute_s:.4f}", "allreduce_s": f"{dp.allreduce_s:.4f}", "wait_s": f"{dp.wait_s:.4f}",
         "final_loss": f"{final[0]:.6f}",
         "final_accuracy": f"{test_acc if test_acc is not None else final[1]:.4f}",
+        "final_top5_accuracy": f"{test_top5 if test_top5 is not None else final[2]:.4f}",
         "knobs": knobs_in_force(), "started_at": started,
     }
 
