@@ -7,11 +7,18 @@ library x algorithm x scale x model of the config, tuned selection files, cost m
 The config is validated (schema + ardlab's tables) before any job is planned.
 """
 
-import os
 import sys
 
+from snakemake.utils import min_version
+
+from ardlab.analysis import tuned
+from ardlab.analysis.costmodel_report import TABLES as COSTMODEL_TABLES
+from ardlab.analysis.report import tables_made as report_tables
+from ardlab.comm.libraries import TUNED
 from ardlab.study import commands
 from ardlab.study import config as study
+
+min_version("9.0")
 
 if not config:
     raise ValueError("no configuration: run with --profile workflow/profiles/local (the local default, "
@@ -29,6 +36,7 @@ wildcard_constraints:
     model=r"[a-z0-9_]+",
     mode=r"[a-z0-9.]+",
 
+include: "workflow/rules/common.smk"
 include: "workflow/rules/measure.smk"
 include: "workflow/rules/tune.smk"
 include: "workflow/rules/report.smk"

@@ -11,7 +11,7 @@ import pytest
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ardlab.nn import kernels
-from ardlab.nn.layers.conv import out_and_pads
+from ardlab.nn.layers.windows import out_and_pads
 
 CASES = [  # (N, H, W, C), kernel, stride, padding
     ((2, 5, 6, 3), (3, 3), (1, 1), "same"),

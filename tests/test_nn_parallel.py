@@ -54,14 +54,14 @@ def test_digits_converges(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--model", "resnet7"], "unknown model 'resnet7'"),
-    (["--dataset", "imagenet22k"], "unknown data set 'imagenet22k'"),
-    (["--optimizer", "lion"], "unknown optimizer 'lion'"),
+    (["--model", "resnet7"], "argument --model: invalid choice: 'resnet7'"),
+    (["--dataset", "imagenet22k"], "argument --dataset: invalid choice: 'imagenet22k'"),
+    (["--optimizer", "lion"], "argument --optimizer: invalid choice: 'lion'"),
     (["--global-batch", "5"], "global batch 5 is not divisible by 2 ranks"),
     (["--dataset", "mnist"], "needs --data-path"),
     (["--dataset", "cifar10", "--data-path", "/nonexistent"], "no CIFAR-10 binary batches"),
     (["--lr", "1e9", "--optimizer", "sgd"], "loss is"),
-    (["--parallel-mode", "async"], "unknown parallel mode 'async'"),
+    (["--parallel-mode", "async"], "argument --parallel-mode: invalid choice: 'async'"),
     (["--algorithm", "bogus"], "unknown Allreduce algorithm 'bogus' for MPICH"),
 ])
 def test_bad_training_input(args, message, tmp_path):

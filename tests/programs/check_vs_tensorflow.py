@@ -54,11 +54,12 @@ def run_case(name, shape, make, rng):
     layer = make()
     inp = L.Input(shape)
     model = Model(inp, layer(inp), name)
+    layer.need_input_grad = True  # the model skips its input's gradient; this check compares it with TF's
     for p in layer.params.values():
         p[...] = rng.standard_normal(p.shape).astype(np.float32) * 0.5
     if isinstance(layer, L.BatchNormalization):  # running statistics that are not the initial ones
-        layer.running_mean = rng.standard_normal(shape[-1]).astype(np.float32)
-        layer.running_var = rng.uniform(0.5, 2.0, shape[-1]).astype(np.float32)
+        layer.state["running_mean"][...] = rng.standard_normal(shape[-1])
+        layer.state["running_var"][...] = rng.uniform(0.5, 2.0, shape[-1])
     keras_model = kmodels.from_ardlab(model)
     kmodels.copy_weights(model, keras_model)
     klayer = keras_model.get_layer(layer.name)

@@ -2,8 +2,7 @@
 
 _BENCH = [f"{R}/{j.path}" for j in JOBS["microbench"]]
 _TRAIN = [f"{R}/{j.path}" for j in JOBS["train"] + JOBS["horovod"]]
-_TABLES = (["microbench_speedup", "microbench_across_libraries", "best_algorithm_ranges"] if _BENCH else []) + (
-    ["training_throughput"] if _TRAIN else []) + (["tuned_speedup"] if config["tuned"]["enabled"] else [])
+_TABLES = report_tables(microbench=bool(_BENCH), training=bool(_TRAIN), tuned=config["tuned"]["enabled"])
 
 
 localrules: report, costmodel, tune  # light: they run where snakemake runs
@@ -16,24 +15,21 @@ rule report:
         figures=report(directory(f"{R}/figures/measured"), patterns=["{name}.png"], category="Measured"),
     log: f"{R}/logs/report.log"
     conda: "../envs/driver.yaml"
-    params: python=sys.executable,
-        results=lambda wc, output: os.path.dirname(os.path.dirname(output.tables[0])),
+    params: python=sys.executable, results=results_folder,
     shell:
         "{params.python} -m ardlab.cli report --results {params.results} --figures {output.figures}"
         " --bench {input.bench} --train {input.train} > {log} 2>&1"
 
 
 rule costmodel:
-    input: bench=[p for p, j in zip(_BENCH, JOBS["microbench"]) if j.algorithm != "tuned"]
+    input: bench=[p for p, j in zip(_BENCH, JOBS["microbench"]) if j.algorithm != TUNED]
     output:
-        tables=[f"{R}/tables/costmodel_{t}.{ext}" for t in ("fits", "validation", "predictions")
-                for ext in ("csv", "md")],
+        tables=[f"{R}/tables/costmodel_{t}.{ext}" for t in COSTMODEL_TABLES for ext in ("csv", "md")],
         figures=report(directory(f"{R}/figures/costmodel"), patterns=["{name}.png"], category="Cost models"),
     log: f"{R}/logs/costmodel.log"
     conda: "../envs/driver.yaml"
     params: ranks=" ".join(map(str, config["costmodel"]["predict_ranks"])), python=sys.executable,
-        results=lambda wc, output: os.path.dirname(os.path.dirname(output.tables[0])),
-        cores=config["cpus_per_node"],
+        results=results_folder, cores=config["cpus_per_node"],
     shell:
         "{params.python} -m ardlab.cli predict --results {params.results} --figures {output.figures}"
         " --ranks {params.ranks} --cores-per-node {params.cores} --fit {input.bench} > {log} 2>&1"

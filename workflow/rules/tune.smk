@@ -1,11 +1,11 @@
 # Tuned selection files: from the microbenchmark at one rank count, the library's own per-size selection
-# (Open MPI rules, Intel MPI ranges, MPICH JSON); the measurement rules re-run with algorithm "tuned".
+# (Open MPI rules, Intel MPI ranges, MPICH JSON); the measurement rules re-run with algorithm TUNED.
 
 
 rule tune:
-    output: f"{R}/tuned/{{library}}-r{{ranks}}{{suffix}}"
+    output: f"{R}/tuned/{tuned.FILE_NAME}"
     input: lambda wc: commands.tune_inputs(config, JOBS, wc.library)
-    log: f"{R}/logs/tuned/{{library}}-r{{ranks}}{{suffix}}.log"
+    log: f"{R}/logs/tuned/{tuned.FILE_NAME}.log"
     wildcard_constraints: suffix=r"\.[a-z]+"
     conda: "../envs/driver.yaml"
     params: cmd=lambda wc, input, output: commands.tune_command(config, wc.library, list(input), output[0])

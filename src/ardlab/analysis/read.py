@@ -7,7 +7,7 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from ardlab.analysis.columns import BENCH_COLUMNS, TRAIN_COLUMNS
+from ardlab.results import BENCH_COLUMNS, TRAIN_COLUMNS
 
 NUMERIC = {"ranks", "nodes", "size_bytes", "iterations", "avg_us", "min_us", "max_us", "batch_per_rank", "steps",
            "img_per_s", "img_per_s_ci95", "compute_s", "allreduce_s", "wait_s", "final_loss", "final_accuracy",

@@ -23,14 +23,20 @@ import numpy as np
 import pandas as pd
 
 from ardlab.analysis import read
-from ardlab.bench.tables import markdown
+from ardlab.bench.sizes import format_size
+from ardlab.results import save_frame
 from ardlab.comm.libraries import DEFAULT, LIBRARIES, TUNED
 
 
-def _save(df: pd.DataFrame, tables: Path, name: str) -> None:
-    tables.mkdir(parents=True, exist_ok=True)
-    df.to_csv(tables / f"{name}.csv", index=False, float_format="%.6g")
-    (tables / f"{name}.md").write_text(markdown(list(df.columns), df.itertuples(index=False)))
+MICROBENCH_TABLES = ("microbench_speedup", "microbench_across_libraries", "best_algorithm_ranges")
+TRAINING_TABLE = "training_throughput"
+TUNED_TABLE = "tuned_speedup"
+
+
+def tables_made(*, microbench: bool, training: bool, tuned: bool) -> list[str]:
+    """The names of the tables `report` writes for these inputs (the workflow declares them as outputs)."""
+    return [*(MICROBENCH_TABLES if microbench else ()), *([TRAINING_TABLE] if training else ()),
+            *([TUNED_TABLE] if tuned else ())]
 
 
 def microbench_tables(b: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -68,8 +74,7 @@ def microbench_tables(b: pd.DataFrame) -> dict[str, pd.DataFrame]:
             else:
                 ranges.append({"library": lib, "ranks": ranks, "nodes": nodes, "from_bytes": int(size),
                                "to_bytes": int(size), "best_algorithm": alg, "max_speedup_vs_default": sp_def})
-    return {"microbench_speedup": sp, "microbench_across_libraries": across,
-            "best_algorithm_ranges": pd.DataFrame(ranges)}
+    return dict(zip(MICROBENCH_TABLES, (sp, across, pd.DataFrame(ranges))))
 
 
 def training_table(t: pd.DataFrame) -> pd.DataFrame:
@@ -107,13 +112,6 @@ def tuned_table(b: pd.DataFrame, t: pd.DataFrame) -> pd.DataFrame:
                              "what": f"{k[2]} {k[3]}", "speedup_geomean": sp, "speedup_min": sp, "speedup_max": sp})
     return pd.DataFrame(rows, columns=["workload", "library", "ranks", "what", "speedup_geomean", "speedup_min",
                                        "speedup_max"])
-
-
-def _fmt_size(n: float) -> str:
-    for unit, f in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n >= f:
-            return f"{n / f:g}{unit}"
-    return f"{n:g}"
 
 
 def make_figures(b: pd.DataFrame, t: pd.DataFrame, out: Path) -> list[Path]:
@@ -159,7 +157,7 @@ def make_figures(b: pd.DataFrame, t: pd.DataFrame, out: Path) -> list[Path]:
                 sp = (d / piv).reindex(columns=piv.columns)
                 fig, ax = plt.subplots(figsize=(max(6, 0.5 * sp.shape[1] + 3), 0.4 * sp.shape[0] + 2))
                 im = ax.imshow(np.log2(sp.values.astype(float)), cmap="RdBu", vmin=-1.5, vmax=1.5, aspect="auto")
-                ax.set_xticks(range(sp.shape[1]), [_fmt_size(c) for c in sp.columns], rotation=90)
+                ax.set_xticks(range(sp.shape[1]), [format_size(c) for c in sp.columns], rotation=90)
                 ax.set_yticks(range(sp.shape[0]), sp.index)
                 for (i, j), v in np.ndenumerate(sp.values):
                     if np.isfinite(v):
@@ -192,12 +190,12 @@ def report(bench_files, train_files, results: str | Path, figures: str | Path | 
     written = []
     if not b.empty:
         for name, df in microbench_tables(b).items():
-            _save(df, tables, name)
+            save_frame(df, tables / name)
             written.append(tables / f"{name}.csv")
     if not t.empty:
-        _save(training_table(t), tables, "training_throughput")
-        written.append(tables / "training_throughput.csv")
+        save_frame(training_table(t), tables / TRAINING_TABLE)
+        written.append(tables / f"{TRAINING_TABLE}.csv")
     if (not b.empty and (b.algorithm == TUNED).any()) or (not t.empty and (t.algorithm == TUNED).any()):
-        _save(tuned_table(b, t), tables, "tuned_speedup")
-        written.append(tables / "tuned_speedup.csv")
+        save_frame(tuned_table(b, t), tables / TUNED_TABLE)
+        written.append(tables / f"{TUNED_TABLE}.csv")
     return written + make_figures(b, t, Path(figures) if figures else results / "figures" / "measured")

@@ -23,10 +23,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from ardlab.atomic import atomic_open
 from ardlab.comm.libraries import DEFAULT, library
+from ardlab.results import atomic_open
 
 MAX_BYTES = 2**31 - 1
+
+# The name of a tuned selection file in its folder (the workflow's `tune` rule matches it with wildcards).
+FILE_NAME = "{library}-r{ranks}{suffix}"
+
+
+def path(folder: str | Path, library_name: str, ranks: int) -> Path:
+    """Where the tuned selection file of `library_name` for `ranks` ranks lives in `folder`."""
+    return Path(folder) / FILE_NAME.format(library=library_name, ranks=ranks,
+                                           suffix=library(library_name).tuning_suffix)
 
 
 @dataclass(frozen=True)
@@ -133,7 +142,7 @@ def write(library_name: str, ranges: list[Range], ranks: int, output: str | Path
         text = intelmpi_adjust(ranges)
     elif library_name == "mpich":
         if libmpi is None:
-            from ardlab.comm.libraries import env_prefix
+            from ardlab.comm.launch import env_prefix
 
             libmpi = env_prefix("mpich") / "lib" / "libmpi.so.12"
         text = mpich_json(ranges, ranks, mpich_builtin_selection(libmpi))

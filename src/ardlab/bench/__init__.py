@@ -1,1 +1,9 @@
-"""Microbenchmarks: the Allreduce latency benchmark (OSU/IMB method)."""
+"""Measurement and benchmark scripts.
+
+- ``allreduce``: the Allreduce latency microbenchmark (OSU/IMB method) that ``ardlab bench allreduce`` and the
+  workflow run; ``sizes``: message-size lists and ranges.
+- Benchmark scripts that print figures measured side by side in one run (``python -m ardlab.bench.<name>``):
+  ``own_vs_native`` (our Allreduce algorithms against each library's best), ``nn_speed`` (ardlab.nn img/s and
+  convolution GFLOP/s against NumPy's sgemm), ``vs_tensorflow`` (ardlab.nn against tf.keras, with the per-layer
+  profile), ``frameworks`` (ardlab.nn against TensorFlow + Horovod per library).
+"""

@@ -4,12 +4,10 @@ Per message size: warm-up calls, then timed calls each preceded by a barrier; ea
 times, and the row reports avg/min/max of those per-rank means across ranks. Large sizes run fewer
 iterations. With ``--validate`` every result is checked (outside the timed region) against the exact sum.
 
-Two ways to run:
-- driver (default): ``ardlab bench allreduce --library mpich --ranks 4 [--sweep]`` starts one launch per
-  native algorithm (a library reads its algorithm knob at MPI_Init) and one for all of ours, under the
-  library's launcher from ``ardlab.comm``, then writes one CSV atomically.
-- inside an existing launch (clusters: ``srun ... apptainer exec img ardlab bench allreduce --in-mpi``):
-  measures in this process; a native algorithm must have been forced by the launch environment.
+This module holds the plan (``make_plan`` validates it before any process starts) and the measurement inside
+MPI (``measure``). ``ardlab.driver`` starts the launches (one per forced native algorithm, one for all of ours);
+inside an existing launch (``srun ... ardlab bench allreduce --in-mpi``) a native algorithm must have been
+forced by the launch environment.
 """
 
 from __future__ import annotations
@@ -18,14 +16,11 @@ import datetime as _dt
 import os
 import socket
 import sys
-import tempfile
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import asdict, dataclass
 
-from ardlab.analysis.columns import BENCH_COLUMNS, knobs_in_force, write_csv_atomic
-from ardlab.comm import launch
-from ardlab.comm.libraries import (DEFAULT, OWN_ALGORITHMS, TUNED, Algorithm, algorithm, algorithms,
+from ardlab.comm.libraries import (DEFAULT, TUNED, Algorithm, algorithm, algorithms,
                                    forced_algorithm, library)
+from ardlab.plan import PLAN_FIELDS, RunPlan
 
 DTYPES = ("float32", "float64", "int32", "int64")
 
@@ -112,7 +107,7 @@ def make_plan(
     if tuned is not None:
         if sweep or algorithm_names:
             raise ValueError("a tuned selection file replaces --algorithm/--sweep; give one or the other")
-        lib.tuned_env(tuned)  # the file must exist
+        # the file is read when the run starts (ardlab.driver): in a workflow an earlier job makes it
         return Plan(library_name, [TUNED], sizes, ranks, nodes, dtype, iterations, warmup, validate,
                     skip_inapplicable=False, tuned=str(tuned))
     if sweep:
@@ -132,6 +127,18 @@ def make_plan(
                     raise ValueError(f"{reason} (message size {s} B)")
     return Plan(library_name, names, sizes, ranks, nodes, dtype, iterations, warmup, validate,
                 skip_inapplicable=sweep or skip_inapplicable)
+
+
+def run_plan(library_name: str, *, ranks: int, sizes: list[int], algorithms: list[str] | None = None,
+             sweep: bool = False, own: bool = True, nodes: int = 1, dtype: str = "float32",
+             iterations: int | None = None, warmup: int | None = None, validate: bool = False,
+             skip_inapplicable: bool = False, tuned: str | None = None, **run) -> RunPlan:
+    """The validated run plan of a microbenchmark (`run`: the RunPlan's launch fields)."""
+    p = make_plan(library_name, algorithm_names=algorithms, sweep=sweep, sizes=sizes, ranks=ranks, nodes=nodes,
+                  dtype=dtype, iterations=iterations, warmup=warmup, validate=validate, own=own,
+                  skip_inapplicable=skip_inapplicable, tuned=tuned)
+    options = {k: v for k, v in asdict(p).items() if k not in PLAN_FIELDS}
+    return RunPlan("bench", p.library, p.ranks, nodes=p.nodes, tuned=p.tuned, options=options, **run)
 
 
 # ----------------------------------------------------------------------------------------------- inner
@@ -165,6 +172,8 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
                     + ", ".join(f"{k}={v}" for k, v in wrong.items())
                 )
     dtype = np.dtype(plan.dtype)
+    from ardlab.results import knobs_in_force
+
     knobs = knobs_in_force()
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     rows = []
@@ -223,58 +232,3 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
     if bar:
         bar.close()
     return rows
-
-
-# ---------------------------------------------------------------------------------------------- driver
-
-
-def launches(plan: Plan) -> list[list[str]]:
-    """Algorithm groups that can share one launch: each forced native algorithm alone, all ours together."""
-    native = [[n] for n in plan.algorithms if n not in OWN_ALGORITHMS]
-    own = [n for n in plan.algorithms if n in OWN_ALGORITHMS]
-    return native + ([own] if own else [])
-
-
-def inner_argv(plan: Plan, names: list[str], out: Path) -> list[str]:
-    argv = ["-m", "ardlab.cli", "bench", "allreduce", "--in-mpi", "--library", plan.library,
-            "--algorithm", ",".join(names), "--sizes", ",".join(map(str, plan.sizes)),
-            "--dtype", plan.dtype, "--output", str(out), "--no-progress"]
-    if plan.iterations is not None:
-        argv += ["--iterations", str(plan.iterations)]
-    if plan.warmup is not None:
-        argv += ["--warmup", str(plan.warmup)]
-    if plan.validate:
-        argv.append("--validate")
-    if plan.skip_inapplicable:
-        argv.append("--skip-inapplicable")
-    return argv
-
-
-def drive(plan: Plan, output: Path, *, timeout: float | None = None, progress: bool = True) -> Path:
-    """Launch the plan under the library's launcher and write one CSV atomically at `output`."""
-    import csv
-
-    from tqdm import tqdm
-
-    launch.require_env(plan.library)
-    groups = launches(plan)
-    extra = library(plan.library).tuned_env(plan.tuned) if plan.tuned else None
-    rows: list[dict] = []
-    with tempfile.TemporaryDirectory(prefix="ardlab-bench-") as tmp:
-        bar = tqdm(groups, desc=f"{plan.library} x{plan.ranks}", unit="launch", disable=not progress,
-                   file=sys.stderr)
-        for i, names in enumerate(bar):
-            bar.set_postfix_str(",".join(names)[:40])
-            part = Path(tmp) / f"part{i}.csv"
-            alg = names[0] if names[0] not in (*OWN_ALGORITHMS, TUNED) else DEFAULT
-            proc = launch.run(plan.library, plan.ranks, inner_argv(plan, names, part), algorithm=alg,
-                              timeout=timeout, extra_env=extra)
-            if proc.returncode != 0:
-                raise RuntimeError(
-                    f"{library(plan.library).display} benchmark of {', '.join(names)} failed "
-                    f"(exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}"
-                )
-            with open(part, newline="") as f:
-                rows.extend(csv.DictReader(f))
-    return write_csv_atomic(output, BENCH_COLUMNS, rows)
-

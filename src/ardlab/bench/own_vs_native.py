@@ -11,30 +11,28 @@ Noisy machine: only ratios measured in this one run mean anything.
 from __future__ import annotations
 
 import argparse
-import tempfile
-from pathlib import Path
 
-from ardlab.bench.allreduce import drive, make_plan
 from ardlab.comm.libraries import LIBRARIES
 
 OURS = ("own_ring", "own_rabenseifner")
 SIZES = [4, 1 << 20, 4 << 20, 16 << 20]
 
 
-def run(libraries: list[str], ranks: int, repeat: int) -> "pd.DataFrame":
+def run(libraries: list[str], ranks: int, repeat: int):
     import pandas as pd
 
+    from ardlab.bench.allreduce import run_plan
+    from ardlab.driver import run_bench
+
     frames = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for r in range(repeat):
-            for lib in libraries:
-                plan = make_plan(lib, algorithm_names=None, sweep=True, sizes=SIZES, ranks=ranks)
-                out = drive(plan, Path(tmp) / f"{lib}-{r}.csv", progress=False)
-                frames.append(pd.read_csv(out).assign(repeat=r))
+    for r in range(repeat):
+        for lib in libraries:
+            rows = run_bench(run_plan(lib, sweep=True, sizes=SIZES, ranks=ranks, progress=False))
+            frames.append(pd.DataFrame(rows).astype({"size_bytes": int, "avg_us": float}).assign(repeat=r))
     return pd.concat(frames)
 
 
-def summarize(df) -> "pd.DataFrame":
+def summarize(df):
     med = df.groupby(["library", "algorithm", "implementation", "size_bytes"], as_index=False)["avg_us"].median()
     rows = []
     for (lib, size), g in med.groupby(["library", "size_bytes"]):

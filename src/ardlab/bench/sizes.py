@@ -1,4 +1,4 @@
-"""Parse message-size lists and ranges: '4,1K,64M' or '4:64M' (powers of two) or '1K:1M:x4'."""
+"""Message sizes: parse lists and ranges ('4,1K,64M', '4:64M' in powers of two, '1K:1M:x4') and format them."""
 
 from __future__ import annotations
 
@@ -46,3 +46,11 @@ def parse_sizes(text: str) -> list[int]:
         else:
             out.add(parse_size(part))
     return sorted(out)
+
+
+def format_size(n: float) -> str:
+    """Bytes in the units the parser reads: 4, 1K, 1.5M, 1G."""
+    for unit, f in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= f:
+            return f"{n / f:g}{unit}"
+    return f"{n:g}"

@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from ardlab.comm.launch import thread_env
+
 
 def _ardlab(model_name: str, batch: int, steps: int, warmup: int) -> dict:
     import numpy as np
@@ -109,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.framework:
         return _child(a)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2",
-           **{k: str(a.threads) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}}
+           **thread_env(a.threads)}
     print(f"batch {a.batch}, {a.threads} threads, CIFAR shapes, {a.steps} timed steps after {a.warmup} warm-up")
     print(f"{'model':10s} {'ardlab.nn img/s':>16s} {'TF img/s':>10s} {'ratio':>6s} {'nn peak MiB':>12s} "
           f"{'TF peak MiB':>12s} {'ratio':>6s}")
@@ -143,9 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         rest = total - sum(f + b for _, f, b in nn["layers"])
         print(f"  {'(loss, update, other)':28s} {rest * 1e3:7.2f} ms  {100 * rest / total:5.1f}%")
     if a.output:
-        from ardlab.bench import tables
+        from ardlab.results import save_table
 
-        for path in tables.write(summary, Path(a.output) / "nn_vs_tensorflow.csv") + tables.write(
+        for path in save_table(summary, Path(a.output) / "nn_vs_tensorflow.csv") + save_table(
                 layer_rows, Path(a.output) / "nn_layer_profile.csv"):
             print(f"wrote {path}")
     return 0

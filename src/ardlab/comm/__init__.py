@@ -12,7 +12,6 @@ from ardlab.comm.libraries import (  # noqa: F401
     algorithm,
     algorithms,
     detect,
-    env_prefix,
     forced_algorithm,
     library,
     run_env,

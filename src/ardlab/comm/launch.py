@@ -1,7 +1,8 @@
-"""Build the command lines that start N ranks of a Python program under one library's launcher.
+"""Where each library's environment lives, and the command lines that start N ranks of a Python program in it.
 
 The launcher, its flags and the algorithm's settings come from the table in ``ardlab.comm.libraries``;
 this module only assembles them, so the CLI, the tests and the workflow start processes the same way.
+Standard library only (the set-up scripts read it before any environment exists).
 """
 
 from __future__ import annotations
@@ -11,7 +12,30 @@ import subprocess
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ardlab.comm.libraries import DEFAULT, env_prefix, library, run_env
+from ardlab.comm.libraries import DEFAULT, library, run_env
+
+# The thread-count variables of the runtimes a rank may load (OpenMP, OpenBLAS, MKL): all set together, so no
+# library falls back to one thread per core when a rank should have its share only.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    """Every thread-count variable set to `threads`."""
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    return {k: str(threads) for k in THREAD_VARIABLES}
+
+
+def repo_root() -> Path:
+    """The source checkout holding this package (src layout)."""
+    return Path(__file__).resolve().parents[3]
+
+
+def env_prefix(library_name: str) -> Path:
+    """Where the environment of `library_name` lives: $ARDLAB_ENVS/<name> or <repo>/.envs/<name>."""
+    library(library_name)
+    base = os.environ.get("ARDLAB_ENVS")
+    return Path(base) / library_name if base else repo_root() / ".envs" / library_name
 
 
 def python_of(library_name: str) -> Path:

@@ -22,13 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
+from ardlab.comm.ranks import pof2_floor
+
 DEFAULT = "default"
 TUNED = "tuned"  # the label of runs that use a tuned selection file (ardlab.analysis.tuned) instead of forcing
-
-
-def pof2_floor(n: int) -> int:
-    """Largest power of two <= n (n >= 1)."""
-    return 1 << (max(n, 1).bit_length() - 1)
 
 
 @dataclass(frozen=True)
@@ -360,15 +357,3 @@ def detect(version_string: str) -> tuple[Library, str]:
             return lib, m.group("version")
     first = version_string.strip().splitlines()[0] if version_string.strip() else "<empty>"
     raise ValueError(f"MPI library not in ardlab's table: {first!r}; known: {', '.join(LIBRARIES)}")
-
-
-def repo_root() -> Path:
-    """The source checkout holding this package (src layout)."""
-    return Path(__file__).resolve().parents[3]
-
-
-def env_prefix(library_name: str) -> Path:
-    """Where the environment of `library_name` lives: $ARDLAB_ENVS/<name> or <repo>/.envs/<name>."""
-    library(library_name)
-    base = os.environ.get("ARDLAB_ENVS")
-    return Path(base) / library_name if base else repo_root() / ".envs" / library_name

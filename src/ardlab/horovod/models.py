@@ -62,7 +62,7 @@ def _layer(layer, in_shape):
 
     k = keras().layers
     kind = type(layer)
-    if kind is L.Conv2D:
+    if isinstance(layer, L.Conv2D):  # both implementations (dense, grouped)
         if layer.groups > 1 and layer.groups == in_shape[-1] == layer.filters:
             return k.DepthwiseConv2D(layer.k, layer.s, padding=layer.padding, use_bias=layer.use_bias,
                                      name=layer.name)
@@ -120,7 +120,7 @@ def copy_weights(src, dst) -> None:
             continue
         kl = dst.get_layer(layer.name)
         if isinstance(layer, L.BatchNormalization):
-            kl.set_weights([layer.params["gamma"], layer.params["beta"], layer.running_mean, layer.running_var])
+            kl.set_weights([layer.params["gamma"], layer.params["beta"], *layer.state.values()])
             continue
         kernel = layer.params["kernel"]
         if isinstance(layer, L.Conv2D) and type(kl).__name__ == "DepthwiseConv2D":

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ardlab.comm.libraries import DEFAULT
+from ardlab.plan import RunPlan, check_algorithm, options_of
+
 # Horovod reads these when it initialises; they are the knobs that set the message sizes MPI sees.
 HOROVOD_KNOBS = {
     "fusion_threshold_mb": ("HOROVOD_FUSION_THRESHOLD", lambda v: str(int(v * (1 << 20)))),
@@ -60,7 +63,34 @@ def horovod_env(**knobs) -> dict[str, str]:
     return env
 
 
+def run_plan(library_name: str, *, ranks: int, algorithm: str = DEFAULT, tuned: str | None = None,
+             options: dict, knobs: dict | None = None, **run) -> RunPlan:
+    """The validated run plan of TensorFlow + Horovod training (`options`: TFConfig fields; `knobs`: Horovod's,
+    see ``horovod_env``; `run`: launch fields)."""
+    from ardlab.horovod.models import model_names
+
+    name = check_algorithm(library_name, algorithm, tuned, own=False)
+    model = options.get("model", TFConfig.model)
+    if model not in model_names():
+        raise ValueError(f"unknown model {model!r}; valid: {', '.join(model_names())}")
+    opts = options_of(TFConfig, options, "train-tf")
+    env = {**horovod_env(**(knobs or {})), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return RunPlan("train-tf", library_name, ranks, algorithm=name, tuned=tuned, options=opts, env=env, **run)
+
+
+def require_horovod() -> None:
+    """RuntimeError naming the fix when this environment lacks TensorFlow, Horovod or mpi4py (checked without
+    loading them)."""
+    import importlib.util
+
+    missing = [m for m in ("tensorflow", "horovod", "mpi4py") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise RuntimeError(f"this environment ({sys.prefix}) has no TensorFlow/Horovod (missing: "
+                           f"{', '.join(missing)}); set it up with containers/install-env LIBRARY PREFIX")
+
+
 def _import_horovod():
+    require_horovod()
     from ardlab.horovod import models  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
     try:
@@ -91,7 +121,7 @@ def _dataset(cfg: TFConfig, global_batch: int):
 
 def run(cfg: TFConfig) -> dict | None:
     """Train; return the summary row on rank 0 (None on the other ranks)."""
-    from ardlab.analysis.columns import knobs_in_force
+    from ardlab.results import knobs_in_force
     from ardlab.comm import detect, forced_algorithm
     from ardlab.horovod import models
     from ardlab.nn import data
@@ -182,7 +212,7 @@ def run(cfg: TFConfig) -> dict | None:
         bar.close()
     final = hvd.allreduce(tf.constant([loss, acc, top5], tf.float64), op=hvd.Average).numpy()
     if cfg.save_weights:
-        from ardlab.atomic import atomic_open
+        from ardlab.results import atomic_open
 
         with atomic_open(cfg.save_weights.format(rank=rank), "wb") as f:
             np.savez(f, *[v.numpy() for v in model.weights])

@@ -1,4 +1,4 @@
-"""ardlab.nn: a NumPy + mpi4py CNN training framework (NHWC, im2col + BLAS GEMM, data parallel over MPI).
+"""ardlab.nn: a NumPy + mpi4py CNN training framework (NHWC, im2row + BLAS GEMM, data parallel over MPI).
 
 Layers share one protocol (``layers.base.Layer``); models are short functions composing layers with a
 Keras-like functional API; ``parallel`` averages gradients across ranks with any Allreduce of ``ardlab.comm``.

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ardlab.atomic import atomic_open
+from ardlab.results import atomic_open
 
 _NAME = re.compile(r"^ckpt-epoch(\d+)\.npz$")
 

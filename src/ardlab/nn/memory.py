@@ -6,7 +6,7 @@ next step page-faults every page in again, and the kernel zeroes each one. Measu
 (batch 64, 2 threads): building the im2row matrix took 27 ms into fresh memory and 3.4 ms into reused memory.
 
 ``keep_freed_memory`` raises the mmap threshold to glibc's maximum (32 MiB on 64-bit) and keeps freed memory
-in the heap; arrays larger than that are kept by their owner in a ``Buffers`` and reused while their shape
+in the heap; arrays larger than that are kept by their owner in a ``KeptArrays`` and reused while their shape
 stays the same. Peak memory does not grow: these arrays are alive at the peak of a step anyway.
 """
 
@@ -37,7 +37,7 @@ def keep_freed_memory() -> bool:
     return _tuned
 
 
-class Buffers:
+class KeptArrays:
     """Named arrays kept between calls; ``get`` returns the kept one while its shape and dtype still fit."""
 
     def __init__(self):
@@ -61,7 +61,7 @@ class Buffers:
 
 
 # Scratch space for arrays used and dropped within one layer call (never returned to the caller).
-scratch = Buffers()
+scratch = KeptArrays()
 
 
 def column_sums(X: np.ndarray) -> np.ndarray:

@@ -41,6 +41,8 @@ class Model:
         for t in self.nodes:
             for i in t.inputs:
                 self.consumers[i.id] = self.consumers.get(i.id, 0) + 1
+            # nobody needs the gradient of the model's input: a layer fed only by it may skip computing it
+            t.layer.need_input_grad = not all(i is inputs for i in t.inputs)
 
     @property
     def input_shape(self):
@@ -92,13 +94,7 @@ class Model:
         for t in reversed(self.nodes):
             g = grads.pop(t.id)
             t0 = time.perf_counter() if timing is not None else 0.0
-            skip = all(i is self.input for i in t.inputs)
-            if skip:
-                t.layer.need_input_grad = False
-            try:
-                dx = t.layer.backward(g)
-            finally:
-                t.layer.need_input_grad = True
+            dx = t.layer.backward(g)
             if timing is not None:
                 timing.setdefault(t.layer.name, [0.0, 0.0])[1] += time.perf_counter() - t0
             if on_grads is not None and t.layer.params:
@@ -109,22 +105,23 @@ class Model:
                     continue  # the input's gradient is not needed
                 grads[i.id] = grads[i.id] + d if i.id in grads else d
 
+    def weight_arrays(self) -> list[np.ndarray]:
+        """Every weight array, in place: the parameters in forward order, then the non-trainable state."""
+        return [layer.params[k] for layer, k in self.parameters()] + [
+            v for layer in self.layers for v in layer.state.values()]
+
     def get_weights(self) -> list[np.ndarray]:
-        return [layer.params[k].copy() for layer, k in self.parameters()] + [
-            getattr(layer, a).copy() for layer in self.layers for a in ("running_mean", "running_var")
-            if hasattr(layer, a)]
+        return [w.copy() for w in self.weight_arrays()]
 
     def set_weights(self, weights: list[np.ndarray]) -> None:
-        targets = [(layer.params, k) for layer, k in self.parameters()]
-        stats = [(layer, a) for layer in self.layers for a in ("running_mean", "running_var") if hasattr(layer, a)]
-        if len(weights) != len(targets) + len(stats):
-            raise ValueError(f"set_weights: expected {len(targets) + len(stats)} arrays, got {len(weights)}")
-        for (d, k), w in zip(targets, weights):
-            if d[k].shape != w.shape:
-                raise ValueError(f"set_weights: shape {w.shape} does not fit {k} {d[k].shape}")
-            d[k][...] = w
-        for (layer, a), w in zip(stats, weights[len(targets):]):
-            setattr(layer, a, w.astype(layer.dtype))
+        targets = self.weight_arrays()
+        if len(weights) != len(targets):
+            raise ValueError(f"set_weights: expected {len(targets)} arrays, got {len(weights)}")
+        for t, w in zip(targets, weights):
+            if t.shape != w.shape:
+                raise ValueError(f"set_weights: shape {w.shape} does not fit {t.shape}")
+        for t, w in zip(targets, weights):
+            t[...] = w
 
     def summary(self) -> str:
         lines = [f"{self.name}: input {self.input.shape}"]

@@ -77,12 +77,8 @@ class DataParallel:
         self._bucket_nbytes = 0
 
     def broadcast_weights(self) -> None:
-        for layer in self.model.layers:
-            for p in layer.params.values():
-                self.comm.Bcast(p, root=0)
-            for stat in ("running_mean", "running_var"):
-                if hasattr(layer, stat):
-                    self.comm.Bcast(getattr(layer, stat), root=0)
+        for w in self.model.weight_arrays():
+            self.comm.Bcast(w, root=0)
 
     # -- called by Model.backward as each layer's gradients become final
     def on_grads(self, layer) -> None:

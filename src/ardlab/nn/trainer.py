@@ -12,9 +12,12 @@ import datetime as _dt
 import math
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+
+from ardlab.comm.libraries import DEFAULT
+from ardlab.plan import RunPlan, check_algorithm, options_of
 
 
 @dataclass
@@ -51,10 +54,78 @@ class TrainConfig:
     layer_timing: str | None = None  # CSV of per-layer forward/backward/Allreduce seconds (rank 0)
 
 
+def run_plan(library_name: str, *, ranks: int, algorithm: str = DEFAULT, tuned: str | None = None,
+             options: dict, **run) -> RunPlan:
+    """The validated run plan of ardlab.nn training (`options`: TrainConfig fields; `run`: launch fields)."""
+    from ardlab.nn import PARALLEL_MODES
+    from ardlab.nn.models import MODELS
+
+    name = check_algorithm(library_name, algorithm, tuned, own=True)
+    mode = options.get("parallel_mode", TrainConfig.parallel_mode)
+    if mode not in PARALLEL_MODES:
+        raise ValueError(f"unknown parallel mode {mode!r}; valid: {', '.join(PARALLEL_MODES)}")
+    model = options.get("model", TrainConfig.model)
+    if model not in MODELS:
+        raise ValueError(f"unknown model {model!r}; valid: {', '.join(MODELS)}")
+    opts = options_of(TrainConfig, options, "training")
+    if opts.get("input_shape") is not None:
+        opts["input_shape"] = list(opts["input_shape"])
+    return RunPlan("train", library_name, ranks, algorithm=name, tuned=tuned, options=opts, **run)
+
+
+@dataclass
+class _Run:
+    """A training run's state between set-up, epochs and the summary."""
+
+    cfg: TrainConfig
+    comm: object
+    rank: int
+    size: int
+    library: str
+    version: str
+    train: object  # the training data set
+    global_batch: int
+    model: object
+    opt: object
+    schedule: object
+    plateau: object
+    early: object
+    loss_fn: object
+    dp: object
+    total: int  # steps to run
+    step: int = 0
+    epoch: int = 0
+    bar: object = None
+    compute_s: float = 0.0
+    update_s: float = 0.0
+    times: list = field(default_factory=list)
+    loss: float = float("nan")
+    acc: float = float("nan")
+    top5: float = float("nan")
+    stopped_early: bool = False
+    started: str = ""
+
+
 def run(cfg: TrainConfig, comm=None) -> dict:
+    """Train inside MPI; return the summary row (every rank; rank 0 writes it)."""
+    r = _setup(cfg, comm)
+    while r.step < r.total and not r.stopped_early:
+        if not _epoch(r):
+            break
+        r.epoch += 1
+    if r.bar:
+        r.bar.close()
+    r.dp.close()
+    if cfg.layer_timing and r.rank == 0:
+        _write_layer_timing(cfg.layer_timing, r.model, r.dp, r.update_s, max(len(r.times), 1))
+    return _summary(r)
+
+
+def _setup(cfg: TrainConfig, comm) -> _Run:
+    """Data, model (weights broadcast from rank 0), optimizer and schedules, data parallelism, a checkpoint to
+    resume from, the progress bar."""
     from mpi4py import MPI
 
-    from ardlab.analysis.columns import knobs_in_force
     from ardlab.comm import detect
     from ardlab.nn import checkpoint, data, initializers, losses, models, optim
     from ardlab.nn.parallel import DataParallel
@@ -77,126 +148,138 @@ def run(cfg: TrainConfig, comm=None) -> dict:
     opt_kwargs = {"lr": cfg.lr, "weight_decay": cfg.weight_decay}
     if cfg.optimizer == "sgd":
         opt_kwargs["momentum"] = cfg.momentum
-    opt = optim.get(cfg.optimizer, **opt_kwargs)
-    schedule = optim.warmup_step_schedule(cfg.lr, cfg.warmup_steps)
-    plateau = optim.ReduceLROnPlateau(cfg.plateau_factor, cfg.plateau_patience) if cfg.plateau_patience else None
-    early = optim.EarlyStopping(cfg.early_stop_patience) if cfg.early_stop_patience else None
-    loss_fn = losses.get("categorical_crossentropy")
     dp = DataParallel(model, comm, cfg.parallel_mode, cfg.allreduce, cfg.bucket_bytes)
     dp.broadcast_weights()
     if cfg.layer_timing:
         model.timing = {}
-    aug = data.augment if cfg.augment else None
     steps_per_epoch = len(train) // global_batch
-    total = cfg.steps if cfg.steps is not None else cfg.epochs * steps_per_epoch
-    step, epoch = 0, 0
+    r = _Run(cfg=cfg, comm=comm, rank=rank, size=size, library=lib.name, version=version, train=train,
+             global_batch=global_batch, model=model, opt=optim.get(cfg.optimizer, **opt_kwargs),
+             schedule=optim.warmup_step_schedule(cfg.lr, cfg.warmup_steps),
+             plateau=optim.ReduceLROnPlateau(cfg.plateau_factor, cfg.plateau_patience) if cfg.plateau_patience else None,
+             early=optim.EarlyStopping(cfg.early_stop_patience) if cfg.early_stop_patience else None,
+             loss_fn=losses.get("categorical_crossentropy"), dp=dp,
+             total=cfg.steps if cfg.steps is not None else cfg.epochs * steps_per_epoch)
     if cfg.resume:
         if not cfg.checkpoint_dir:
             raise ValueError("resume needs a checkpoint directory")
         path = checkpoint.latest(cfg.checkpoint_dir)
         if path is None:
             raise FileNotFoundError(f"no checkpoint to resume from in {cfg.checkpoint_dir}")
-        meta = checkpoint.load(path, model, opt)
-        epoch, step = meta["epoch"] + 1, meta["step"]
-        for obj, key in ((plateau, "plateau"), (early, "early")):
+        meta = checkpoint.load(path, model, r.opt)
+        r.epoch, r.step = meta["epoch"] + 1, meta["step"]
+        for obj, key in ((r.plateau, "plateau"), (r.early, "early")):
             if obj is not None and key in meta["extra"]:
                 obj.restore(meta["extra"][key])
-    bar = None
     if cfg.progress and rank == 0:
         from tqdm import tqdm
 
-        bar = tqdm(total=total, initial=step, desc=f"{cfg.model} x{size}", unit="step", file=sys.stderr)
-    compute_s, update_s, times = 0.0, 0.0, []
-    loss = acc = top5 = float("nan")
-    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    stopped_early = False
-    while step < total and not stopped_early:
-        source = data.batches(train, global_batch, rank, size, epoch, cfg.seed, augment_fn=aug)
-        epoch_loss, epoch_steps = 0.0, 0
-        for x, y in (data.prefetch(source, cfg.prefetch) if cfg.prefetch else source):
-            if step >= total:
-                break
-            t0 = time.perf_counter()
-            logits = model.forward(x, training=True)
-            loss, dlogits = loss_fn(logits, y)
-            if not math.isfinite(loss) or loss > 1e4:
-                raise FloatingPointError(f"loss is {loss} at step {step} (rank {rank}): lower the learning rate "
-                                         f"(now {cfg.lr}) or check the data")
-            acc, top5 = losses.accuracy(logits, y), losses.top_k_accuracy(logits, y, 5)
-            a0, w0 = dp.allreduce_s, dp.wait_s
-            model.backward(dlogits, dp.on_grads)
-            dp.finish()
-            u0 = time.perf_counter()
-            opt.step(model, schedule(step) * (plateau.scale if plateau else 1.0))
-            update_s += time.perf_counter() - u0
-            dt = time.perf_counter() - t0
-            compute_s += dt - (dp.allreduce_s - a0) - (dp.wait_s - w0)
-            times.append(dt)
-            step += 1
-            epoch_loss, epoch_steps = epoch_loss + loss, epoch_steps + 1
-            if bar:
-                bar.update()
-                bar.set_postfix(loss=f"{loss:.3f}", acc=f"{acc:.3f}", img_s=f"{global_batch / dt:.0f}")
-        if epoch_steps == steps_per_epoch:  # a whole epoch: schedules, early stopping, checkpoint
-            mean = np.array([epoch_loss / epoch_steps])
-            comm.Allreduce(MPI.IN_PLACE, mean, op=MPI.SUM)
-            mean = float(mean[0] / size)
-            if plateau is not None and plateau.update(mean) and bar:
-                bar.write(f"epoch {epoch}: loss {mean:.4f} stalled, learning rate x{plateau.scale:g}")
-            if early is not None and early.update(mean):
-                stopped_early = True
-                if bar:
-                    bar.write(f"epoch {epoch}: loss {mean:.4f} stalled for {early.patience} epochs, stopping")
-            if cfg.checkpoint_dir and rank == 0:
-                extra = {k: o.state() for k, o in (("plateau", plateau), ("early", early)) if o is not None}
-                checkpoint.save(cfg.checkpoint_dir, model, opt, epoch=epoch, step=step, extra=extra)
-            comm.Barrier()  # no rank races ahead of a checkpoint being written
-        elif epoch_steps == 0:
+        r.bar = tqdm(total=r.total, initial=r.step, desc=f"{cfg.model} x{size}", unit="step", file=sys.stderr)
+    r.started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return r
+
+
+def _epoch(r: _Run) -> bool:
+    """One epoch (or what is left of the step budget); False when the data gave no step at all.
+
+    After a whole epoch: the mean loss over ranks drives reduce-on-plateau and early stopping, and rank 0
+    writes a checkpoint."""
+    from mpi4py import MPI
+
+    from ardlab.nn import checkpoint, data, losses
+
+    cfg, model, dp = r.cfg, r.model, r.dp
+    source = data.batches(r.train, r.global_batch, r.rank, r.size, r.epoch, cfg.seed,
+                          augment_fn=data.augment if cfg.augment else None)
+    epoch_loss, epoch_steps = 0.0, 0
+    for x, y in (data.prefetch(source, cfg.prefetch) if cfg.prefetch else source):
+        if r.step >= r.total:
             break
-        epoch += 1
-    if bar:
-        bar.close()
-    dp.close()
-    if cfg.layer_timing and rank == 0:
-        _write_layer_timing(cfg.layer_timing, model, dp, update_s, max(len(times), 1))
-    # Throughput from every step but the first (warm-up), with a 95% interval over steps.
-    t = np.array(times[1:] or times)
-    ips = global_batch / t
-    final = np.array([loss, acc, top5])
+        t0 = time.perf_counter()
+        logits = model.forward(x, training=True)
+        loss, dlogits = r.loss_fn(logits, y)
+        if not math.isfinite(loss) or loss > 1e4:
+            raise FloatingPointError(f"loss is {loss} at step {r.step} (rank {r.rank}): lower the learning rate "
+                                     f"(now {cfg.lr}) or check the data")
+        r.loss, r.acc, r.top5 = loss, losses.accuracy(logits, y), losses.top_k_accuracy(logits, y, 5)
+        a0, w0 = dp.allreduce_s, dp.wait_s
+        model.backward(dlogits, dp.on_grads)
+        dp.finish()
+        u0 = time.perf_counter()
+        r.opt.step(model, r.schedule(r.step) * (r.plateau.scale if r.plateau else 1.0))
+        r.update_s += time.perf_counter() - u0
+        dt = time.perf_counter() - t0
+        r.compute_s += dt - (dp.allreduce_s - a0) - (dp.wait_s - w0)
+        r.times.append(dt)
+        r.step += 1
+        epoch_loss, epoch_steps = epoch_loss + loss, epoch_steps + 1
+        if r.bar:
+            r.bar.update()
+            r.bar.set_postfix(loss=f"{loss:.3f}", acc=f"{r.acc:.3f}", img_s=f"{r.global_batch / dt:.0f}")
+    if epoch_steps == len(r.train) // r.global_batch:  # a whole epoch: schedules, early stopping, checkpoint
+        mean = np.array([epoch_loss / epoch_steps])
+        r.comm.Allreduce(MPI.IN_PLACE, mean, op=MPI.SUM)
+        mean = float(mean[0] / r.size)
+        if r.plateau is not None and r.plateau.update(mean) and r.bar:
+            r.bar.write(f"epoch {r.epoch}: loss {mean:.4f} stalled, learning rate x{r.plateau.scale:g}")
+        if r.early is not None and r.early.update(mean):
+            r.stopped_early = True
+            if r.bar:
+                r.bar.write(f"epoch {r.epoch}: loss {mean:.4f} stalled for {r.early.patience} epochs, stopping")
+        if cfg.checkpoint_dir and r.rank == 0:
+            extra = {k: o.state() for k, o in (("plateau", r.plateau), ("early", r.early)) if o is not None}
+            checkpoint.save(cfg.checkpoint_dir, model, r.opt, epoch=r.epoch, step=r.step, extra=extra)
+        r.comm.Barrier()  # no rank races ahead of a checkpoint being written
+    return epoch_steps > 0
+
+
+def _summary(r: _Run) -> dict:
+    """The summary row: throughput from every step but the first (warm-up) with a 95% interval over steps; the
+    last step's loss and accuracy averaged over ranks, or the test split's accuracy where the data set has one."""
+    from mpi4py import MPI
+
+    from ardlab.nn import data, losses
+    from ardlab.results import knobs_in_force
+
+    cfg, comm, size = r.cfg, r.comm, r.size
+    t = np.array(r.times[1:] or r.times)
+    ips = r.global_batch / t
+    final = np.array([r.loss, r.acc, r.top5])
     comm.Allreduce(MPI.IN_PLACE, final, op=MPI.SUM)
     final /= size
     test_acc = test_top5 = None
     if cfg.evaluate and cfg.dataset in ("digits", "mnist", "cifar10"):
         test = data.load(cfg.dataset, cfg.data_path, "test")
-        part = np.array_split(np.arange(len(test)), size)[rank]
-        logits = np.concatenate([model.forward(test.x[part[j:j + 256]]) for j in range(0, len(part), 256)]) \
+        part = np.array_split(np.arange(len(test)), size)[r.rank]
+        logits = np.concatenate([r.model.forward(test.x[part[j:j + 256]]) for j in range(0, len(part), 256)]) \
             if len(part) else np.zeros((0, test.classes))
         correct = np.array([float((logits.argmax(1) == test.y[part]).sum()),
                             float(losses.top_k_hits(logits, test.y[part], 5))])
         comm.Allreduce(MPI.IN_PLACE, correct, op=MPI.SUM)
         test_acc, test_top5 = (float(v / len(test)) for v in correct)
+    dp = r.dp
     return {
-        "framework": "ardlab.nn", "model": cfg.model, "dataset": train.name, "library": lib.name,
-        "library_version": version, "algorithm": cfg.allreduce if cfg.allreduce != "native" else cfg.algorithm_label,
-        "parallel_mode": cfg.parallel_mode, "ranks": size, "batch_per_rank": global_batch // size,
-        "steps": step, "img_per_s": f"{ips.mean():.2f}",
+        "framework": "ardlab.nn", "model": cfg.model, "dataset": r.train.name, "library": r.library,
+        "library_version": r.version, "algorithm": cfg.allreduce if cfg.allreduce != "native" else cfg.algorithm_label,
+        "parallel_mode": cfg.parallel_mode, "ranks": size, "batch_per_rank": r.global_batch // size,
+        "steps": r.step, "img_per_s": f"{ips.mean():.2f}",
         "img_per_s_ci95": f"{1.96 * ips.std(ddof=1) / math.sqrt(len(ips)):.2f}" if len(ips) > 1 else "0",
-        "compute_s": f"{compute_s:.4f}", "allreduce_s": f"{dp.allreduce_s:.4f}", "wait_s": f"{dp.wait_s:.4f}",
+        "compute_s": f"{r.compute_s:.4f}", "allreduce_s": f"{dp.allreduce_s:.4f}", "wait_s": f"{dp.wait_s:.4f}",
         "final_loss": f"{final[0]:.6f}",
         "final_accuracy": f"{test_acc if test_acc is not None else final[1]:.4f}",
         "final_top5_accuracy": f"{test_top5 if test_top5 is not None else final[2]:.4f}",
-        "knobs": knobs_in_force(), "started_at": started,
+        "knobs": knobs_in_force(), "started_at": r.started,
     }
 
 
 def _write_layer_timing(path, model, dp, update_s: float, steps: int) -> None:
     """Per-layer seconds per step: forward, backward, Allreduce (blocking call or posting); wait and update
     are whole-model (they happen once per step, after backward)."""
-    from ardlab.analysis.columns import write_csv_atomic
+    from ardlab.results import LAYER_TIMING_COLUMNS, write_csv
 
     rows = [{"layer": name, "forward_s": f"{f / steps:.6f}", "backward_s": f"{b / steps:.6f}",
              "allreduce_s": f"{dp.layer_allreduce_s.get(name, 0.0) / steps:.6f}", "wait_s": "", "update_s": ""}
             for name, (f, b) in model.timing.items()]
     rows.append({"layer": "(model)", "forward_s": "", "backward_s": "", "allreduce_s": "",
                  "wait_s": f"{dp.wait_s / steps:.6f}", "update_s": f"{update_s / steps:.6f}"})
-    write_csv_atomic(path, ["layer", "forward_s", "backward_s", "allreduce_s", "wait_s", "update_s"], rows)
+    write_csv(path, LAYER_TIMING_COLUMNS, rows)

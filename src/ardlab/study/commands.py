@@ -1,9 +1,12 @@
-"""The shell command of each workflow job, for each launcher.
+"""The shell command and resources of each workflow job.
 
-- local: ardlab's driver starts the library's mpiexec from its environment (``.envs/<library>``); it forces
-  the algorithm from the table and kills a hung run after the timeout.
-- srun: ``srun --mpi=<pmi> -n R -N N apptainer exec <image> ardlab ... --in-mpi`` with the algorithm's settings
-  exported (Apptainer passes the environment through), bounded by ``timeout``.
+Every measurement job runs ardlab's driver on the job's run plan (``ardlab run --plan-json``), built by the same
+validated builders as the CLI's; the driver starts the ranks with the config's launcher:
+- local: the library's mpiexec from its environment (``.envs/<library>``);
+- srun: ``srun --mpi=<pmi> -n R -N N`` around ``apptainer exec <image> ardlab rank`` (the algorithm's settings in
+  the environment, which Apptainer passes through).
+It forces the algorithm from the table, reads a tuned file when the job starts, and kills a hung run after the
+timeout.
 """
 
 from __future__ import annotations
@@ -12,67 +15,58 @@ import shlex
 import sys
 from pathlib import Path
 
-from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, TUNED, library, run_env
-from ardlab.study.config import TUNED_FILE, Job, tuned_ranks
+from ardlab.analysis import tuned
+from ardlab.bench import allreduce
+from ardlab.bench.sizes import parse_sizes
+from ardlab.comm.libraries import DEFAULT, TUNED
+from ardlab.horovod import train as horovod_train
+from ardlab.nn import trainer
+from ardlab.plan import RunPlan
+from ardlab.study.config import Job, tuned_ranks
 
 
 def tuned_file(config: dict, lib: str) -> str:
-    return str(Path(config["results"]) / TUNED_FILE.format(library=lib, ranks=tuned_ranks(config),
-                                                           suffix=library(lib).tuning_suffix))
-
-
-def _args(job: Job, config: dict) -> tuple[str, list[str], float]:
-    """(subcommand, its training/benchmark options, timeout) of a job, without launcher options."""
-    if job.kind == "microbench":
-        mb = config["microbench"]
-        args = ["--sizes", mb["sizes"], "--dtype", mb["dtype"], "--skip-inapplicable", "--no-progress"]
-        if mb["iterations"]:
-            args += ["--iterations", str(mb["iterations"])]
-        return "bench allreduce", args, mb["timeout_s"]
-    if job.kind == "train":
-        tr = config["train"]
-        return "train", ["--model", job.model, "--dataset", "synthetic", "--batch-per-rank", str(tr["batch_per_rank"]),
-                         "--steps", str(tr["steps"]), "--parallel-mode", job.mode, "--bucket-mb", str(tr["bucket_mb"]),
-                         "--no-progress"], tr["timeout_s"]
-    hv = config["horovod"]
-    args = ["--model", job.model, "--batch-per-rank", str(hv["batch_per_rank"]),
-            "--fusion-threshold-mb", job.mode[1:], "--warmup-batches", str(hv["warmup_batches"]),
-            "--batches-per-iter", str(hv["batches_per_iter"]), "--iterations", str(hv["iterations"]),
-            "--no-progress"]
-    if hv["image_size"]:
-        args += ["--image-size", str(hv["image_size"])]
-    return "train-tf", args, hv["timeout_s"]
+    return str(tuned.path(Path(config["results"]) / "tuned", lib, tuned_ranks(config)))
 
 
 def threads(job: Job, config: dict) -> int:
     return 1 if job.kind == "microbench" else config[job.kind]["threads"]
 
 
+def plan(job: Job, config: dict, output: str) -> RunPlan:
+    """The validated run plan of a job (the same builders as the CLI's)."""
+    launch = {"output": output, "threads": threads(job, config), "progress": False, "launcher": config["launcher"]}
+    if config["launcher"] == "srun":
+        launch.update(srun_mpi=config["srun_mpi"].get(job.library), image=config["images"].get(job.library))
+    tuned_path = tuned_file(config, job.library) if job.algorithm == TUNED else None
+    if job.kind == "microbench":
+        mb = config["microbench"]
+        return allreduce.run_plan(job.library, ranks=job.ranks, nodes=job.nodes, sizes=parse_sizes(mb["sizes"]),
+                                  algorithms=None if tuned_path else [job.algorithm], dtype=mb["dtype"],
+                                  iterations=mb["iterations"] or None, skip_inapplicable=True, tuned=tuned_path,
+                                  timeout_s=mb["timeout_s"], **launch)
+    algorithm = DEFAULT if tuned_path else job.algorithm
+    if job.kind == "train":
+        tr = config["train"]
+        return trainer.run_plan(job.library, ranks=job.ranks, algorithm=algorithm, tuned=tuned_path,
+                                options={"model": job.model, "dataset": "synthetic",
+                                         "batch_per_rank": tr["batch_per_rank"], "steps": tr["steps"],
+                                         "parallel_mode": job.mode, "bucket_bytes": int(tr["bucket_mb"] * (1 << 20))},
+                                timeout_s=tr["timeout_s"], **launch)
+    hv = config["horovod"]
+    return horovod_train.run_plan(
+        job.library, ranks=job.ranks, algorithm=algorithm, tuned=tuned_path,
+        options={"model": job.model, "batch_per_rank": hv["batch_per_rank"], "warmup_batches": hv["warmup_batches"],
+                 "batches_per_iter": hv["batches_per_iter"], "iterations": hv["iterations"],
+                 "image_size": hv["image_size"]},
+        knobs={"fusion_threshold_mb": float(job.mode[1:])}, timeout_s=hv["timeout_s"], **launch)
+
+
 def command(job: Job, config: dict, output: str) -> str:
-    sub, args, timeout = _args(job, config)
-    tuned = job.algorithm == TUNED
-    if config["launcher"] == "local":
-        argv = [sys.executable, "-m", "ardlab.cli", *sub.split(), "--library", job.library, "--ranks", str(job.ranks),
-                "--timeout", f"{timeout:g}"]
-        if job.kind != "microbench":
-            argv += ["--threads", str(threads(job, config))]
-        argv += ["--tuned", tuned_file(config, job.library)] if tuned else ["--algorithm", job.algorithm]
-        return " ".join([*_envs_prefix(config), *map(shlex.quote, argv + args + ["--output", output])])
-    lib = library(job.library)
-    own = job.algorithm in OWN_ALGORITHMS
-    env = dict(run_env(job.library, DEFAULT if tuned or own else job.algorithm))
-    env.update({k: str(threads(job, config)) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
-    srun = ["srun", f"--mpi={config['srun_mpi'].get(job.library, lib.srun_mpi)}", "-n", str(job.ranks),
-            "-N", str(job.nodes), "apptainer", "exec", config["images"][job.library]]
-    inner = ["ardlab", *sub.split(), "--in-mpi"]
-    if own or job.kind == "microbench":  # a native training algorithm is forced by the environment alone
-        inner += ["--algorithm", job.algorithm]
-    line = " ".join(["env", *(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items())), "timeout", "-k", "30",
-                     f"{timeout:g}", *map(shlex.quote, srun + inner + args + ["--output", output])])
-    if tuned:  # the file exists only once the tune job ran: read it when this job starts
-        read = [sys.executable, "-m", "ardlab.comm", "tuned-env", job.library, tuned_file(config, job.library)]
-        line = f'eval "$({" ".join(map(shlex.quote, read))})" && {line}'
-    return line
+    """The shell command of a measurement job: the driver, given the job's plan (it launches the ranks with the
+    launcher of the config and reads a tuned file when the job starts)."""
+    argv = [sys.executable, "-m", "ardlab.cli", "run", "--plan-json", plan(job, config, output).to_json()]
+    return " ".join([*_envs_prefix(config), *map(shlex.quote, argv)])
 
 
 def tune_inputs(config: dict, jobs: dict, lib: str) -> list[str]:

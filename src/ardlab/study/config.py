@@ -14,7 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from ardlab.comm.libraries import DEFAULT, LIBRARIES, OWN_ALGORITHMS, library, repo_root
+from ardlab.comm.launch import repo_root
+from ardlab.comm.libraries import DEFAULT, LIBRARIES, OWN_ALGORITHMS, TUNED, library
 
 SCHEMA = repo_root() / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -153,7 +154,6 @@ PATTERNS = {
     "train": "raw/train/{library}/{algorithm}/{model}-{mode}/r{ranks}/rep{rep}.csv",
     "horovod": "raw/horovod/{library}/{algorithm}/{model}-{mode}/r{ranks}/rep{rep}.csv",
 }
-TUNED_FILE = "tuned/{library}-r{ranks}{suffix}"
 
 
 def tuned_ranks(config: dict) -> int:
@@ -161,7 +161,7 @@ def tuned_ranks(config: dict) -> int:
 
 
 def jobs(config: dict) -> dict[str, list[Job]]:
-    """Every measurement job of the config, by kind (tuned re-runs use algorithm 'tuned')."""
+    """Every measurement job of the config, by kind (tuned re-runs use algorithm TUNED)."""
     out: dict[str, list[Job]] = {k: [] for k in PATTERNS}
     reps = range(config["repetitions"])
     mb, tr, hv = config["microbench"], config["train"], config["horovod"]
@@ -177,21 +177,21 @@ def jobs(config: dict) -> dict[str, list[Job]]:
         tuned = config["tuned"]["enabled"]
         if tr["enabled"]:
             algs = _algorithms(tr["algorithms"], lib, "train.algorithms", own=True, nodes=1)
-            for alg in algs + (["tuned"] if tuned and config["tuned"]["rerun_train"] else []):
+            for alg in algs + ([TUNED] if tuned and config["tuned"]["rerun_train"] else []):
                 for model in tr["models"]:
                     for mode in tr["parallel_modes"]:
                         for ranks in tr["ranks"]:
                             out["train"] += [Job("train", lib, alg, ranks, r, 1, model, mode) for r in reps]
         if hv["enabled"]:
             algs = _algorithms(hv["algorithms"], lib, "horovod.algorithms", own=False, nodes=1)
-            for alg in algs + (["tuned"] if tuned and config["tuned"]["rerun_train"] else []):
+            for alg in algs + ([TUNED] if tuned and config["tuned"]["rerun_train"] else []):
                 for model in hv["models"]:
                     for fusion in hv["fusion_threshold_mb"]:
                         for ranks in hv["ranks"]:
                             out["horovod"] += [Job("horovod", lib, alg, ranks, r, 1, model, f"f{fusion:g}")
                                                for r in reps]
         if tuned and mb["enabled"]:
-            out["microbench"] += [Job("microbench", lib, "tuned", tuned_ranks(config), r, 1) for r in reps]
+            out["microbench"] += [Job("microbench", lib, TUNED, tuned_ranks(config), r, 1) for r in reps]
     return out
 
 

@@ -37,11 +37,6 @@ def prepare(sendbuf, recvbuf) -> np.ndarray:
     return recvbuf.reshape(-1)
 
 
-def require_commutative(op: MPI.Op, name: str) -> None:
-    if not op.Is_commutative():
-        raise ValueError(f"Allreduce algorithm {name!r} needs a commutative operation")
-
-
 def combine(op: MPI.Op, incoming: np.ndarray, mine: np.ndarray, incoming_is_lower: bool) -> None:
     """mine <- incoming (op) mine in rank order: lower ranks' data on the left of a non-commutative op."""
     if incoming_is_lower or op.Is_commutative():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from ardlab.comm.libraries import pof2_floor
+from ardlab.comm.ranks import pof2_floor
 from ardlab.comm.own._common import TAG_RD, combine, fold_in, fold_out, prepare, real_rank, scratch
 
 

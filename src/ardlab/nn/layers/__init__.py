@@ -3,6 +3,8 @@
 from ardlab.nn.layers.activations import LeakyReLU, ReLU, Sigmoid, Softmax, Tanh  # noqa: F401
 from ardlab.nn.layers.base import Input, Layer, Tensor  # noqa: F401
 from ardlab.nn.layers.conv import Conv2D  # noqa: F401
+from ardlab.nn.layers.conv_dense import DenseConv2D  # noqa: F401  (registers Conv2D's implementations)
+from ardlab.nn.layers.conv_grouped import GroupedConv2D  # noqa: F401
 from ardlab.nn.layers.dense import Dense  # noqa: F401
 from ardlab.nn.layers.misc import Add, Concatenate, Dropout, Flatten  # noqa: F401
 from ardlab.nn.layers.norm import BatchNormalization  # noqa: F401

@@ -2,7 +2,8 @@
 
 A layer has ``build(input_shape) -> output_shape`` (shapes exclude the batch dimension),
 ``forward(x, training) -> y`` and ``backward(dy) -> dx``; its parameters and their gradients sit side by side
-in ``params`` and ``grads`` (same keys, same shapes). Calling a layer on a ``Tensor`` records the graph:
+in ``params`` and ``grads`` (same keys, same shapes), and arrays that are part of its weights but not trained
+(BatchNormalization's running statistics; Keras's non-trainable weights) in ``state``. Calling a layer on a ``Tensor`` records the graph:
 
     x = Input((32, 32, 3)); y = ReLU()(Conv2D(16, 3)(x)); model = Model(x, y)
 """
@@ -31,16 +32,18 @@ class Layer:
     """Base class: subclasses implement build/forward/backward and fill params/grads."""
 
     multi_input = False  # Add / Concatenate take a list of inputs
-    # False while Model.backward runs a layer whose only input is the model's input (nobody needs that
-    # gradient): layers with a costly input gradient (Conv2D) may then return None.
+    # Set False by Model when a layer's only input is the model's input (nobody needs that gradient): layers
+    # with a costly input gradient (Conv2D) then return None from backward.
     need_input_grad = True
     _counter: dict[str, itertools.count] = {}
+    kind: str | None = None  # the public class a default name is made from (None: the class itself)
 
     def __init__(self, name: str | None = None):
-        cls = type(self).__name__.lower()
+        cls = (self.kind or type(self).__name__).lower()
         self.name = name or f"{cls}_{next(Layer._counter.setdefault(cls, itertools.count()))}"
         self.params: dict[str, np.ndarray] = {}
         self.grads: dict[str, np.ndarray] = {}
+        self.state: dict[str, np.ndarray] = {}  # non-trainable weights: saved, loaded and broadcast with params
         self.dtype = np.float32
         self.built = False
 
@@ -59,6 +62,10 @@ class Layer:
         self.grads[name] = np.zeros_like(self.params[name])
         return self.params[name]
 
+    def add_state(self, name: str, value: np.ndarray) -> np.ndarray:
+        self.state[name] = np.ascontiguousarray(value, dtype=self.dtype)
+        return self.state[name]
+
     def build(self, input_shape):  # -> output shape
         return input_shape
 
@@ -73,6 +80,8 @@ class Layer:
         for k in self.params:
             self.params[k] = self.params[k].astype(self.dtype)
             self.grads[k] = np.zeros_like(self.params[k])
+        for k in self.state:
+            self.state[k] = self.state[k].astype(self.dtype)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name})"

@@ -21,25 +21,20 @@ class BatchNormalization(Layer):
         c = input_shape[-1]
         self.add_param("gamma", np.ones(c))
         self.add_param("beta", np.zeros(c))
-        self.running_mean = np.zeros(c, dtype=self.dtype)
-        self.running_var = np.ones(c, dtype=self.dtype)
+        self.add_state("running_mean", np.zeros(c))
+        self.add_state("running_var", np.ones(c))
         return input_shape
-
-    def set_dtype(self, dtype):
-        super().set_dtype(dtype)
-        self.running_mean = self.running_mean.astype(self.dtype)
-        self.running_var = self.running_var.astype(self.dtype)
 
     def forward(self, x, training=False):
         c = x.shape[-1]
         X = x.reshape(-1, c)
         if training:
             mean, var = kernels.batch_moments(X)
-            mo = self.momentum
-            self.running_mean = (mo * self.running_mean + (1 - mo) * mean).astype(self.dtype)
-            self.running_var = (mo * self.running_var + (1 - mo) * var).astype(self.dtype)
+            mo, st = self.momentum, self.state
+            st["running_mean"][...] = mo * st["running_mean"] + (1 - mo) * mean
+            st["running_var"][...] = mo * st["running_var"] + (1 - mo) * var
         else:
-            mean, var = self.running_mean, self.running_var
+            mean, var = self.state["running_mean"], self.state["running_var"]
         self.batch_stats = training  # backward differs: batch statistics depend on x, running ones do not
         self.mean = np.asarray(mean, dtype=x.dtype)
         self.inv_std = (1.0 / np.sqrt(var + self.epsilon)).astype(x.dtype)

@@ -6,14 +6,14 @@ import numpy as np
 
 from ardlab.nn import kernels
 from ardlab.nn.layers.base import Layer
-from ardlab.nn.layers.conv import _pair, col2im, out_and_pads, windows
+from ardlab.nn.layers.windows import add_window_grads, out_and_pads, pair, windows
 
 
 class _Pool2D(Layer):
     def __init__(self, pool_size=2, strides=None, padding: str = "valid", name=None):
         super().__init__(name)
-        self.k = _pair(pool_size)
-        self.s = _pair(strides) if strides is not None else self.k
+        self.k = pair(pool_size)
+        self.s = pair(strides) if strides is not None else self.k
         if padding not in ("same", "valid"):
             raise ValueError(f"{self.name}: padding must be 'same' or 'valid', got {padding!r}")
         self.padding = padding
@@ -68,7 +68,7 @@ class AveragePool2D(_Pool2D):
     def backward(self, dy):
         g = dy / self.count  # every cell of a window gets the same share
         _, ho, wo, _ = dy.shape
-        return col2im(np.zeros(self.x_shape, dtype=dy.dtype), lambda i, j: g, self.k, self.s, self.pads, ho, wo)
+        return add_window_grads(np.zeros(self.x_shape, dtype=dy.dtype), lambda i, j: g, self.k, self.s, self.pads, ho, wo)
 
 
 class GlobalAveragePool(Layer):

@@ -3,7 +3,7 @@
 import pytest
 
 from ardlab.comm import DEFAULT, LIBRARIES, OWN_ALGORITHMS, algorithm, detect, library, run_env
-from ardlab.comm.libraries import pof2_floor
+from ardlab.comm.ranks import pof2_floor
 
 
 def test_three_libraries_each_with_default():

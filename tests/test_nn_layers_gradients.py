@@ -33,6 +33,7 @@ def check_layer(layer, in_shape, n=2, seed=0, training=True):
     initializers.seed(seed)
     inp = Input(in_shape)
     model = Model(inp, layer(inp)).set_dtype(np.float64)
+    layer.need_input_grad = True  # the model skips its input's gradient; this test checks it
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, *in_shape))
     w = rng.standard_normal((n, *model.output_shape))  # loss = sum(w * y)
@@ -63,9 +64,9 @@ def test_conv2d(kw, shape):
 @pytest.mark.parametrize("chunk_rows", [1, 31])  # 5x6 images: one per chunk; two, then a short last chunk
 def test_conv2d_in_chunks(monkeypatch, chunk_rows):
     """The im2row rows built chunk by chunk (one image per chunk, or a smaller last chunk) give the same gradients."""
-    from ardlab.nn.layers import conv
-    monkeypatch.setattr(conv, "CHUNK_BYTES", 1)
-    monkeypatch.setattr(conv, "CHUNK_MIN_ROWS", chunk_rows)
+    from ardlab.nn.layers import conv_dense
+    monkeypatch.setattr(conv_dense, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(conv_dense, "CHUNK_MIN_ROWS", chunk_rows)
     check_layer(Conv2D(filters=3, kernel_size=3, strides=1, padding="same"), (5, 6, 2), n=3)
 
 

@@ -1,9 +1,10 @@
 """Benchmark ardlab.nn on one process: training img/s per model and convolution GFLOP/s vs NumPy's sgemm.
 
-    python -m ardlab.nn.bench [--models alexnet,vgg11,resnet20] [--batch 64] [--steps 5] [--threads 2]
+    python -m ardlab.bench.nn_speed [--models alexnet,vgg11,resnet20] [--batch 64] [--steps 5] [--threads 2]
 
 Everything is measured in this one run, so the ratios (conv GFLOP/s / sgemm GFLOP/s) hold on a noisy machine.
-Set the BLAS thread count with --threads (applied through threadpoolctl-free env before NumPy loads).
+--threads sets the BLAS/OpenMP thread variables (``ardlab.comm.launch.THREAD_VARIABLES``) before NumPy loads.
+Convolution time per step comes from the model's own per-layer timing (``Model.timing``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import argparse
 import os
 import sys
 import time
+
+from ardlab.comm.launch import thread_env
 
 
 def main() -> None:
@@ -23,8 +26,7 @@ def main() -> None:
     p.add_argument("--output", metavar="CSV", help="also write the rows there (and the same table as .md)")
     a = p.parse_args()
     if "numpy" not in sys.modules:
-        for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ[k] = str(a.threads)
+        os.environ.update(thread_env(a.threads))
     import numpy as np
 
     from ardlab.nn import initializers, losses, models, optim
@@ -49,17 +51,6 @@ def main() -> None:
         x = rng.random((a.batch, 32, 32, 3), dtype=np.float32)
         y = rng.integers(0, 10, a.batch)
         opt, loss = optim.SGD(0.01, 0.9), losses.get("categorical_crossentropy")
-        conv_t = {}
-        for layer in model.layers:  # time conv forward + backward per layer
-            if isinstance(layer, Conv2D):
-                f, b = layer.forward, layer.backward
-
-                def tf(xx, training=False, _f=f, _l=layer):
-                    t0 = time.perf_counter(); r = _f(xx, training); conv_t[_l.name] = conv_t.get(_l.name, 0) + time.perf_counter() - t0; return r  # noqa: E702
-
-                def tb(dy, _b=b, _l=layer):
-                    t0 = time.perf_counter(); r = _b(dy); conv_t[_l.name] = conv_t.get(_l.name, 0) + time.perf_counter() - t0; return r  # noqa: E702
-                layer.forward, layer.backward = tf, tb
         flops = 0.0
         for node in model.nodes:
             if isinstance(node.layer, Conv2D):
@@ -67,24 +58,25 @@ def main() -> None:
                 ho, wo, f = node.shape
                 flops += 3 * 2 * a.batch * ho * wo * f * L.k[0] * L.k[1] * L.cin / L.groups  # fwd + 2 bwd GEMMs
         for step in range(a.steps + 1):
-            if step == 1:
-                conv_t.clear()
+            if step == 1:  # the first step warms up: time the others
+                model.timing = {}
                 t0 = time.perf_counter()
             logits = model.forward(x, training=True)
             _, g = loss(logits, y)
             model.backward(g)
             opt.step(model)
         dt = (time.perf_counter() - t0) / a.steps
-        ct = sum(conv_t.values()) / a.steps
+        convs = {node.layer.name for node in model.nodes if isinstance(node.layer, Conv2D)}
+        ct = sum(sum(fb) for name, fb in model.timing.items() if name in convs) / a.steps
         print(f"{name:10s} {a.batch / dt:8.1f} img/s   conv {flops / ct / 1e9:6.1f} GFLOP/s = "
               f"{flops / ct / 1e9 / sgemm:.0%} of sgemm   conv share of step {ct / dt:.0%}")
         rows.append({"model": name, "batch": a.batch, "threads": a.threads, "img_per_s": a.batch / dt,
                      "conv_gflop_per_s": flops / ct / 1e9, "sgemm_gflop_per_s": sgemm,
                      "conv_over_sgemm": flops / ct / 1e9 / sgemm, "conv_share_of_step": ct / dt})
     if a.output:
-        from ardlab.bench import tables
+        from ardlab.results import save_table
 
-        for path in tables.write(rows, a.output):
+        for path in save_table(rows, a.output):
             print(f"wrote {path}")
 
 

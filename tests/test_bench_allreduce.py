@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from ardlab.analysis.columns import BENCH_COLUMNS, write_csv_atomic
+from ardlab.results import BENCH_COLUMNS, write_csv
 from ardlab.comm import algorithms
 from conftest import ardlab
 
@@ -78,7 +78,7 @@ def test_in_mpi_refuses_an_unforced_native_algorithm(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--library", "mvapich"], "unknown MPI library 'mvapich'; valid: mpich, openmpi, intelmpi"),
+    (["--library", "mvapich"], "invalid choice: 'mvapich' (choose from 'mpich', 'openmpi', 'intelmpi')"),
     (["--library", "mpich", "--algorithm", "bogus"], "unknown Allreduce algorithm 'bogus' for MPICH; valid: default"),
     (["--library", "mpich", "--algorithm", "smp"], "'smp' needs several nodes"),
     (["--library", "mpich", "--ranks", "4", "--algorithm", "reduce_scatter_allgather", "--sizes", "4"],
@@ -116,6 +116,6 @@ def test_atomic_writer_keeps_the_old_file_on_error(tmp_path):
         raise RuntimeError("run died midway")
 
     with pytest.raises(RuntimeError):
-        write_csv_atomic(out, BENCH_COLUMNS, rows())
+        write_csv(out, BENCH_COLUMNS, rows())
     assert out.read_text() == "previous good result\n"
     assert list(tmp_path.iterdir()) == [out]

@@ -109,7 +109,7 @@ def test_summary_row_per_library_and_algorithm(library, algorithm, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--model", "resnet7"], "unknown model 'resnet7'"),
+    (["--model", "resnet7"], "argument --model: invalid choice: 'resnet7'"),
     (["--algorithm", "own_ring"], "only the library's native algorithms"),
     (["--algorithm", "warp"], "warp"),
 ])

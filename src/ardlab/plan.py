@@ -1,0 +1,103 @@
+"""The run plan: what a driver hands the ranks it launches, as one JSON file.
+
+A driver (``ardlab bench allreduce``, ``ardlab train``, ``ardlab train-tf``, or a workflow job through ``ardlab
+run``) validates every choice, writes the plan beside its output and starts the ranks under the library's
+launcher; each rank runs ``python -m ardlab.rank --plan FILE``. No option is re-encoded as command-line text
+between them, so there is no list of "driver-only" options to keep in step with the parser.
+
+``options`` holds the fields of the kind's own settings: ``ardlab.bench.allreduce.Plan`` (kind ``bench``),
+``ardlab.nn.trainer.TrainConfig`` (``train``) or ``ardlab.horovod.train.TFConfig`` (``train-tf``). Each of those
+modules has the one builder of its kind's plans (``run_plan``), which the CLI and the workflow share; the checks
+common to all kinds are here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, TUNED, algorithm, library
+
+KINDS = ("bench", "train", "train-tf")
+
+# Fields of the kinds' settings that the plan itself carries (or the rank derives), never among its options.
+PLAN_FIELDS = frozenset({"library", "ranks", "nodes", "tuned", "threads", "progress", "allreduce", "algorithm_label"})
+LAUNCHERS = ("local", "srun")
+
+
+@dataclass
+class RunPlan:
+    kind: str  # one of KINDS
+    library: str
+    ranks: int
+    algorithm: str = DEFAULT  # train / train-tf: the native algorithm forced at launch, or own_* (train)
+    nodes: int = 1
+    threads: int | None = None  # per rank: the thread variables (and TensorFlow's thread pools)
+    tuned: str | None = None  # a tuned selection file: the library selects per size (algorithm "tuned")
+    timeout_s: float | None = None  # a launch running longer is killed, and nothing is written
+    output: str | None = None  # the CSV the driver writes (None: only the terminal shows the result)
+    env: dict[str, str] = field(default_factory=dict)  # further settings for every rank (Horovod's knobs)
+    launcher: str = "local"  # local: the environment's mpiexec; srun: Slurm's srun (several nodes)
+    srun_mpi: str | None = None  # srun's --mpi (default: the table's PMI for the library)
+    image: str | None = None  # srun: the Apptainer image the ranks run in (None: the environment of the library)
+    progress: bool = True
+    options: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown run kind {self.kind!r}; valid: {', '.join(KINDS)}")
+        if self.launcher not in LAUNCHERS:
+            raise ValueError(f"unknown launcher {self.launcher!r}; valid: {', '.join(LAUNCHERS)}")
+        if self.ranks < 1:
+            raise ValueError(f"ranks must be >= 1, got {self.ranks}")
+        if self.nodes < 1:
+            raise ValueError(f"nodes must be >= 1, got {self.nodes}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be >= 1, got {self.threads}")
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunPlan":
+        data = json.loads(text)
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"run plan has unknown fields {unknown}; valid: {', '.join(sorted(known))}")
+        return cls(**data)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        path = Path(path)
+        path.write_text(self.to_json())
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "RunPlan":
+        return cls.from_json(Path(path).read_text())
+
+
+def check_algorithm(library_name: str, name: str, tuned: str | None, *, own: bool) -> str:
+    """The algorithm label of a training run: `name` checked against the table, or TUNED with a tuned file."""
+    library(library_name)
+    if tuned is not None:
+        if name != DEFAULT:
+            raise ValueError(f"--tuned and --algorithm {name} exclude each other (a tuned file selects per size)")
+        return TUNED
+    if name in OWN_ALGORITHMS and not own:
+        raise ValueError(f"{name}: Horovod calls MPI_Allreduce itself, so only the library's native algorithms "
+                         "apply to train-tf")
+    algorithm(library_name, name)  # unknown names fail here, listing the valid ones
+    return name
+
+
+def options_of(config_class, options: dict, what: str) -> dict:
+    """`options` checked as fields of `config_class` (a dataclass; the plan's own fields excluded)."""
+    known = {f.name for f in fields(config_class)} - PLAN_FIELDS
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValueError(f"unknown {what} settings {unknown}; valid: {', '.join(sorted(known))}")
+    config_class(**options)  # the class's own defaults and checks
+    return dict(options)

@@ -1,0 +1,102 @@
+"""The rank entry point: what every process started by a driver runs.
+
+    python -m ardlab.rank --plan FILE      (ardlab.driver writes FILE; see ardlab.plan)
+
+It reads the plan, checks that this process runs the plan's library, runs the plan's kind (microbenchmark,
+ardlab.nn training, TensorFlow + Horovod training) and, on rank 0, writes the result atomically and prints it.
+``ardlab ... --in-mpi`` (started by the user's own launcher) builds the same plan in-process and calls
+``execute``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ardlab.plan import RunPlan
+from ardlab.results import BENCH_COLUMNS, TRAIN_COLUMNS, write_csv
+
+# What rank 0 prints of a training summary row.
+SHOWN = {
+    "train": ("model", "library", "algorithm", "parallel_mode", "ranks", "img_per_s", "final_loss", "final_accuracy",
+              "final_top5_accuracy"),
+    "train-tf": ("framework", "model", "library", "algorithm", "ranks", "img_per_s", "img_per_s_ci95", "final_loss"),
+}
+
+
+def execute(plan: RunPlan) -> list[dict] | None:
+    """Run `plan` in this MPI process; rank 0 writes plan.output and returns its rows (None elsewhere)."""
+    from mpi4py import MPI
+
+    from ardlab.comm import detect
+
+    lib, _ = detect(MPI.Get_library_version())
+    if lib.name != plan.library:
+        raise RuntimeError(f"the plan is for {plan.library}, but this process runs {lib.display}")
+    if plan.threads:
+        from ardlab.comm.launch import thread_env
+
+        os.environ.update(thread_env(plan.threads))  # for runtimes that read them when they load
+    if plan.kind == "bench":
+        return _bench(plan)
+    row = _train(plan) if plan.kind == "train" else _train_tf(plan)
+    if row is None:  # not rank 0
+        return None
+    if plan.output:
+        write_csv(plan.output, TRAIN_COLUMNS, [row])
+    print(", ".join(f"{k}={row[k]}" for k in SHOWN[plan.kind]), flush=True)
+    return [row]
+
+
+def _bench(plan: RunPlan) -> list[dict] | None:
+    from mpi4py import MPI
+
+    from ardlab.bench import allreduce
+
+    rows = allreduce.measure(allreduce.Plan(library=plan.library, ranks=plan.ranks, nodes=plan.nodes,
+                                            tuned=plan.tuned, **plan.options), progress=plan.progress)
+    if MPI.COMM_WORLD.Get_rank() != 0:
+        return None
+    if plan.output:
+        write_csv(plan.output, BENCH_COLUMNS, rows)
+    return rows
+
+
+def _train(plan: RunPlan) -> dict | None:
+    from mpi4py import MPI
+
+    from ardlab.comm import OWN_ALGORITHMS, forced_algorithm
+    from ardlab.nn.trainer import TrainConfig, run
+
+    opts = dict(plan.options)
+    if opts.get("input_shape") is not None:
+        opts["input_shape"] = tuple(opts["input_shape"])
+    own = plan.algorithm if plan.algorithm in OWN_ALGORITHMS else None
+    cfg = TrainConfig(**opts, allreduce=own or "native", algorithm_label=forced_algorithm(plan.library, os.environ),
+                      progress=plan.progress)
+    row = run(cfg)
+    return row if MPI.COMM_WORLD.Get_rank() == 0 else None
+
+
+def _train_tf(plan: RunPlan) -> dict | None:
+    from ardlab.horovod.train import TFConfig, run
+
+    os.environ.update(plan.env)  # Horovod's knobs, before hvd.init() (in-mpi runs have them nowhere else)
+    return run(TFConfig(**plan.options, threads=plan.threads, progress=plan.progress))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ardlab.rank", description=__doc__.splitlines()[0])
+    p.add_argument("--plan", required=True, help="the run plan (JSON) written by the driver")
+    args = p.parse_args(argv)
+    try:
+        execute(RunPlan.load(args.plan))
+    except (ValueError, FileNotFoundError, RuntimeError, FloatingPointError) as e:
+        print(f"ardlab: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""Result I/O, the leaf every producer and reader imports: column lists, atomic writes, knobs, Markdown.
+
+- Column lists: one per kind of row (microbenchmark, training summary, per-layer timing). Writers (bench,
+  train, train-tf) and readers (analysis) import them; a file whose header differs is rejected by the reader
+  rather than misread. Units are in the names.
+- Atomic writes: the content goes to a temporary file in the same folder, which is flushed, fsynced and renamed
+  over the target; a run killed midway leaves at most a stray temporary file (never matched by readers), and
+  the previous file under that name, if any, stays intact.
+- Tables: a CSV (one row a measurement) and the same rows as Markdown, side by side.
+
+Standard library only, so the library environments (which have no pandas) and Snakemake can use it.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+BENCH_COLUMNS = [
+    "library", "library_version", "algorithm", "implementation", "ranks", "nodes", "hostname", "dtype",
+    "size_bytes", "iterations", "avg_us", "min_us", "max_us", "knobs", "started_at",
+]
+
+TRAIN_COLUMNS = [
+    "framework", "model", "dataset", "library", "library_version", "algorithm", "parallel_mode", "ranks",
+    "batch_per_rank", "steps", "img_per_s", "img_per_s_ci95", "compute_s", "allreduce_s", "wait_s",
+    "final_loss", "final_accuracy", "final_top5_accuracy", "knobs", "started_at",
+]
+
+# `ardlab train --layer-timing FILE`: seconds per step, one row a layer (the optimizer update as its own row).
+LAYER_TIMING_COLUMNS = ["layer", "forward_s", "backward_s", "allreduce_s", "wait_s", "update_s"]
+
+# Environment variables that are MPI or Horovod settings: recorded with every row as the knobs in force.
+KNOB_PREFIXES = ("MPIR_CVAR_", "OMPI_MCA_", "I_MPI_", "HOROVOD_", "PRTE_MCA_")
+
+
+@contextmanager
+def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs):
+    """`open` for writing whose result appears under `path` only when the block completes."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, **kwargs) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_csv(path: str | os.PathLike, columns: Sequence[str], rows: Iterable[Mapping]) -> Path:
+    """Write rows (mappings holding exactly `columns`) to `path` atomically; ValueError on a short row."""
+    path = Path(path)
+    with atomic_open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(columns), extrasaction="raise")
+        w.writeheader()
+        for row in rows:
+            missing = [c for c in columns if c not in row]
+            if missing:
+                raise ValueError(f"result row lacks columns {missing}")
+            w.writerow(row)
+    return path
+
+
+def knobs_string(env: Mapping[str, str]) -> str:
+    """The settings in force as one CSV field: 'K=V;K=V', sorted."""
+    return ";".join(f"{k}={v}" for k, v in sorted(env.items()))
+
+
+def knobs_in_force(environ: Mapping[str, str] | None = None) -> str:
+    """The MPI / Horovod settings present in an environment, as `knobs_string`."""
+    environ = os.environ if environ is None else environ
+    return knobs_string({k: v for k, v in environ.items() if k.startswith(KNOB_PREFIXES)})
+
+
+def markdown(columns: Sequence[str], rows: Iterable[Sequence]) -> str:
+    """A Markdown table of rows (sequences of values in column order); floats with 3 significant digits."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    lines += ["| " + " | ".join(f"{v:.3g}" if isinstance(v, float) else str(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def save_table(rows: Sequence[Mapping], path: str | os.PathLike) -> list[Path]:
+    """Write rows (same keys, in order) to `path` (.csv) and the same table as Markdown beside it (.md)."""
+    path = Path(path).with_suffix(".csv")
+    if not rows:
+        raise ValueError(f"no rows to write to {path}")
+    cols = list(rows[0])
+    write_csv(path, cols, rows)
+    save_markdown(cols, ([r[c] for c in cols] for r in rows), path.with_suffix(".md"))
+    return [path, path.with_suffix(".md")]
+
+
+def save_markdown(columns: Sequence[str], rows: Iterable[Sequence], path: str | os.PathLike) -> Path:
+    """Write a Markdown table atomically."""
+    path = Path(path)
+    with atomic_open(path) as f:
+        f.write(markdown(columns, rows))
+    return path
+
+
+def save_frame(df, path: str | os.PathLike) -> list[Path]:
+    """Write a pandas DataFrame to `path` (.csv, floats to 6 significant digits) and as Markdown beside it (.md),
+    both atomically (pandas is the caller's: this module takes the frame as it comes)."""
+    path = Path(path).with_suffix(".csv")
+    with atomic_open(path, "w", newline="") as f:
+        df.to_csv(f, index=False, float_format="%.6g")
+    save_markdown(list(df.columns), df.itertuples(index=False), path.with_suffix(".md"))
+    return [path, path.with_suffix(".md")]

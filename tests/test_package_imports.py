@@ -1,0 +1,96 @@
+"""The package's dependencies run one way: every module imports only its own package or the layers below it,
+and no group of modules imports itself round in a cycle (function-level imports included).
+
+The layer order is written once, here, from the leaf (result I/O) to the command line.
+"""
+
+import ast
+from pathlib import Path
+
+import ardlab
+
+SRC = Path(ardlab.__file__).resolve().parent
+LAYERS = [
+    "ardlab.results",  # column lists, atomic writes, tables: imports nothing of ardlab
+    "ardlab.comm",  # the library/algorithm table, launching, our own Allreduce algorithms
+    "ardlab.plan",  # the run plan from driver to ranks
+    "ardlab.driver",  # starts the ranks of a plan
+    "ardlab.nn",  # the NumPy + MPI CNN framework
+    "ardlab.horovod",  # TensorFlow + Horovod (translates ardlab.nn models)
+    "ardlab.bench",  # microbenchmark and benchmark scripts
+    "ardlab.analysis",  # tables, tuned files, cost models, figures
+    "ardlab.study",  # the workflow's config, matrix and job commands
+    "ardlab.rank",  # what each launched rank runs
+    "ardlab.cli",  # the command line
+]
+
+
+def module_name(path: Path) -> str:
+    parts = ["ardlab", *path.relative_to(SRC).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in SRC.rglob("*.py")}
+
+
+def imports(name: str) -> set[str]:
+    """The ardlab modules `name` imports, anywhere in its code."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("ardlab")}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative import
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            if not base.startswith("ardlab"):
+                continue
+            for a in node.names:  # `from pkg import submodule` imports the submodule
+                out.add(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base)
+    return {m for m in out if m != name and m != "ardlab"}
+
+
+def layer(name: str) -> int:
+    for i, prefix in enumerate(LAYERS):
+        if name == prefix or name.startswith(prefix + "."):
+            return i
+    raise AssertionError(f"module {name} is in no layer of {LAYERS}: add it to the list")
+
+
+def test_every_module_has_a_layer():
+    for name in MODULES:
+        if name != "ardlab":
+            layer(name)
+
+
+def test_no_module_imports_upward():
+    upward = [f"{name} imports {target}" for name in MODULES if name != "ardlab"
+              for target in sorted(imports(name)) if layer(target) > layer(name)]
+    assert not upward, "upward imports:\n" + "\n".join(upward)
+
+
+def test_no_import_cycles():
+    graph = {name: imports(name) for name in MODULES}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    cycles = []
+
+    def visit(node, path):
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join(path[path.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_the_checker_sees_function_level_imports():
+    # ardlab.cli imports the driver only inside its handlers: the walk must still see it.
+    assert "ardlab.driver" in imports("ardlab.cli")

@@ -1,0 +1,35 @@
+# Input functions and helpers shared by the rules: the job a rule's wildcards name, its tuned file, its shell
+# command and its Slurm resources (all from ardlab.study; nothing here re-encodes a fact of ardlab's tables).
+
+
+def measured(kind):
+    """Output path pattern of a measurement rule (under the results folder)."""
+    return f"{R}/{study.PATTERNS[kind]}"
+
+
+def measured_log(kind):
+    return f"{R}/logs/{study.PATTERNS[kind]}".replace(".csv", ".log")
+
+
+def job_of(kind, wc):
+    return study.Job(kind, wc.library, wc.algorithm, int(wc.ranks), int(wc.rep), int(wc.get("nodes", 1)),
+                     wc.get("model", ""), wc.get("mode", ""))
+
+
+def tuned_input(wc):
+    """A run with a tuned selection file (algorithm TUNED) depends on that file; the others on nothing."""
+    return [commands.tuned_file(config, wc.library)] if wc.algorithm == TUNED else []
+
+
+def measure_command(kind):
+    return lambda wc, output: commands.command(job_of(kind, wc), config, output[0])
+
+
+def job_resource(kind, key):
+    """One Slurm resource of a job (nodes, tasks, cpus_per_task, mem_mb), from ardlab.study.commands."""
+    return lambda wc: commands.resources(job_of(kind, wc), config)[key]
+
+
+def results_folder(wc, output):
+    """The results folder, for the aggregation commands."""
+    return R
