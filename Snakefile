@@ -14,7 +14,6 @@ from snakemake.utils import min_version
 from ardlab.analysis import tuned
 from ardlab.analysis.costmodel_report import TABLES as COSTMODEL_TABLES
 from ardlab.analysis.report import tables_made as report_tables
-from ardlab.comm.libraries import TUNED
 from ardlab.study import commands
 from ardlab.study import config as study
 
@@ -29,10 +28,9 @@ JOBS = study.jobs(config)
 
 wildcard_constraints:
     library="|".join(config["libraries"]),
-    algorithm=r"[a-z0-9_]+",
     ranks=r"\d+",
     nodes=r"\d+",
-    rep=r"\d+",
+    round=r"\d+",
     model=r"[a-z0-9_]+",
     mode=r"[a-z0-9.]+",
 
@@ -45,4 +43,5 @@ rule all:
     input:
         rules.report.output,
         rules.costmodel.output if config["costmodel"]["enabled"] and config["microbench"]["enabled"] else [],
+        rules.compare.output if config["reference"] else [],
     default_target: True

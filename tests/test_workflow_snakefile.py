@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from ardlab.comm import library
+from ardlab.study import commands
 from ardlab.study import config as study
 from conftest import ROOT
 
@@ -27,7 +28,7 @@ TINY = {
     "results": "RESULTS",
     "launcher": "local",
     "max_ranks": 2,
-    "repetitions": 1,
+    "rounds": 2,
     "libraries": ["mpich", "openmpi"],
     "microbench": {"algorithms": {"mpich": ["default", "ring", "recursive_doubling"],
                                   "openmpi": ["default", "ring", "recursive_doubling"],
@@ -74,7 +75,8 @@ def snakemake(*args, timeout=1800, env=None):
     ({"tuned__ranks": 4}, "config key 'tuned.ranks'"),
     ({"microbench__enabled": False, "train__enabled": False, "horovod__enabled": False, "tuned__enabled": False},
      "selects no job"),
-    ({"repetitions": 0}, "repetitions"),
+    ({"rounds": 0}, "rounds"),
+    ({"reference": "/nonexistent/run"}, "config key 'reference'"),
 ])
 def test_bad_config_rejected_with_the_key(tmp_path, changes, message):
     _, cfg = tiny(tmp_path, **changes)
@@ -101,11 +103,17 @@ def test_ranks_beyond_the_profile_rejected(tmp_path):
 
 def test_matrix_comes_from_the_table(tmp_path):
     _, cfg = tiny(tmp_path, microbench__algorithms="all", microbench__own=True)
-    jobs = study.jobs(study.validate(cfg))["microbench"]
+    jobs = study.jobs(study.validate(cfg))
+    (job,) = [j for j in jobs["microbench"] if j.round == 0]
+    (tuned_job,) = [j for j in jobs["microbench_tuned"] if j.round == 0]
     for lib in ("mpich", "openmpi"):
-        got = {j.algorithm for j in jobs if j.library == lib}
         table = {n for n, a in library(lib).algorithms.items() if not a.multi_node_only}
-        assert got == table | {"own_ring", "own_recursive_doubling", "own_rabenseifner", "own_binomial", "tuned"}
+        own = {"own_ring", "own_recursive_doubling", "own_rabenseifner", "own_binomial"}
+        assert set(commands.variant_names(job, cfg, lib)) == table | own
+        assert commands.variant_names(tuned_job, cfg, lib) == ["default", "tuned"]
+    # one group spans the libraries: every variant of every library is one launch of the same round
+    labels = [v.label for v in commands.comparison(job, cfg, "x.csv").variants]
+    assert len(labels) == len(set(labels)) and {lb.split("/")[0] for lb in labels} == {"mpich", "openmpi"}
 
 
 def test_lint_is_clean():
@@ -124,10 +132,21 @@ def test_full_study_dag_builds():
 def _check_outputs(results: Path):
     tables = results / "tables"
     sp = pd.read_csv(tables / "microbench_speedup.csv")
-    assert set(sp.library) == {"mpich", "openmpi"} and {"default", "ring", "tuned"} <= set(sp.algorithm)
+    assert set(sp.library) == {"mpich", "openmpi"} and {"default", "ring"} <= set(sp.algorithm)
+    assert (sp.rounds == 2).all() and (sp.ci_low_us <= sp.median_us).all() and (sp.median_us <= sp.ci_high_us).all()
+    assert set(sp.speedup_vs_default_verdict) == {"too few rounds"}  # 2 rounds: no verdict is drawn
     tr = pd.read_csv(tables / "training_throughput.csv")
     assert set(tr.framework) == {"ardlab.nn", "tensorflow"}
+    tu = pd.read_csv(tables / "tuned_speedup_points.csv")
+    assert set(tu.library) == {"mpich", "openmpi"} and set(tu.versus) == {"default", "best single algorithm"}
     assert (tables / "tuned_speedup.md").exists() and (tables / "costmodel_fits.csv").exists()
+    assert (tables / "claims.csv").exists() and (tables / "drift.csv").exists() and (results / "run.yaml").exists()
+    # tuned and default measured in the same rounds: their time ranges overlap, library by library
+    raw = pd.concat(pd.read_csv(p) for p in (results / "raw" / "microbench_tuned").glob("**/*.csv"))
+    for lib, g in raw.groupby("library"):
+        span = {alg: (a.started_at.min(), a.started_at.max()) for alg, a in g.groupby("algorithm")}
+        assert span["tuned"][0] <= span["default"][1] and span["default"][0] <= span["tuned"][1], (lib, span)
+        assert len(span) > 2, f"{lib}: the algorithms the tuned file selects were not measured beside it"
     assert (results / "tuned" / "openmpi-r2.rules").exists() and (results / "tuned" / "mpich-r2.json").exists()
     assert list((results / "figures" / "measured").glob("latency_bandwidth_mpich_n1_r2.png"))
     assert list((results / "figures" / "costmodel").glob("*.png"))

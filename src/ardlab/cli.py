@@ -10,6 +10,7 @@ process (``ardlab.rank``). Choice lists come from ardlab's registries, never typ
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -95,16 +96,22 @@ def _bench_allreduce(args: argparse.Namespace) -> int:
         names = [forced_algorithm(lib, os.environ)] + ([] if args.no_own else list(OWN_ALGORITHMS))
         sweep, skip = False, True
     plan = run_plan(lib, ranks=ranks, nodes=nodes, sizes=parse_sizes(args.sizes), algorithms=names, sweep=sweep,
-                      own=not args.no_own, dtype=args.dtype, iterations=args.iterations, warmup=args.warmup,
-                      validate=args.validate, skip_inapplicable=skip, tuned=args.tuned, **_launch_settings(args))
+                    own=not args.no_own, dtype=args.dtype, iterations=args.iterations, warmup=args.warmup,
+                    validate=args.validate, skip_inapplicable=skip, tuned=args.tuned, **_launch_settings(args))
     if args.in_mpi:
+        if args.rounds != 1:
+            raise ValueError("--rounds needs the driver (one launch per variant per round); without --in-mpi")
         from ardlab.rank import execute
 
         rows = execute(plan)
     else:
-        from ardlab.driver import run_bench
+        from ardlab.driver import run_comparison
+        from ardlab.plan import Comparison
 
-        rows = run_bench(plan)
+        each = [dataclasses.replace(plan, output=None, options={**plan.options, "algorithms": [n]})
+                for n in plan.options["algorithms"]]
+        rows = run_comparison(Comparison(f"{lib}/n{nodes}-r{ranks}", each, rounds=args.rounds, seed=args.seed,
+                                         output=plan.output, progress=plan.progress))
     if rows is not None:  # rank 0, or the driver
         _print_latencies(rows)
         if plan.output:
@@ -113,18 +120,38 @@ def _bench_allreduce(args: argparse.Namespace) -> int:
 
 
 def _print_latencies(rows: list[dict]) -> None:
-    """An OSU-style table per algorithm: size, iterations, avg/min/max latency across ranks (us)."""
+    """An OSU-style table per algorithm: size, then the per-rank-mean latency avg/min/max across ranks (us) of
+    one round; over several rounds, the median of the round averages with its interval and, where the default
+    ran in the same rounds, the speedup over it with its interval and verdict."""
     from ardlab.bench.sizes import format_size
 
+    rounds = len({r["round"] for r in rows})
+    times: dict[tuple[str, int], list[float]] = {}
+    for r in sorted(rows, key=lambda r: int(r["round"])):
+        times.setdefault((r["algorithm"], int(r["size_bytes"])), []).append(float(r["avg_us"]))
     for name in dict.fromkeys(r["algorithm"] for r in rows):
         mine = [r for r in rows if r["algorithm"] == name]
         r0 = mine[0]
         print(f"# {r0['library']} {r0['library_version']}, {name}, {r0['ranks']} ranks on {r0['nodes']} node(s), "
-              f"{r0['dtype']}")
-        print(f"{'size':>10s} {'iterations':>10s} {'avg_us':>12s} {'min_us':>12s} {'max_us':>12s}")
-        for r in mine:
-            print(f"{format_size(int(r['size_bytes'])):>10s} {r['iterations']:>10} {float(r['avg_us']):12.2f} "
-                  f"{float(r['min_us']):12.2f} {float(r['max_us']):12.2f}")
+              f"{r0['dtype']}" + (f", {rounds} rounds" if rounds > 1 else ""))
+        if rounds == 1:
+            print(f"{'size':>10s} {'iterations':>10s} {'avg_us':>12s} {'min_us':>12s} {'max_us':>12s}")
+            for r in mine:
+                print(f"{format_size(int(r['size_bytes'])):>10s} {r['iterations']:>10} {float(r['avg_us']):12.2f} "
+                      f"{float(r['min_us']):12.2f} {float(r['max_us']):12.2f}")
+            continue
+        from ardlab.analysis.stats import median_ci, speedup_ci, verdict
+
+        print(f"{'size':>10s} {'median_us':>12s} {'ci95_us':>21s} {'level':>6s}  speedup over default (ci95)")
+        for size in dict.fromkeys(int(r["size_bytes"]) for r in mine):
+            x = times[name, size]
+            med, lo, hi, level = median_ci(x)
+            line = f"{format_size(size):>10s} {med:12.2f} {f'[{lo:.2f}, {hi:.2f}]':>21s} {level:6.1%}"
+            base = times.get((DEFAULT, size))
+            if base and name != DEFAULT and len(base) == len(x):
+                sp, slo, shi = speedup_ci(base, x)
+                line += f"  {sp:.2f} [{slo:.2f}, {shi:.2f}] {verdict(slo, shi)}"
+            print(line)
 
 
 TRAIN_OPTIONS = ("model", "dataset", "data_path", "classes", "batch_per_rank", "global_batch", "epochs", "steps",
@@ -178,15 +205,13 @@ def _execute(plan, in_mpi: bool) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """A workflow job: a plan made by ``ardlab.study.commands`` (already validated when the job was planned)."""
-    from ardlab.driver import run_bench, run_training
-    from ardlab.plan import RunPlan
+    """A workflow job: one round (or more) of a comparison group made by ``ardlab.study.commands`` (its variants
+    were validated when the job was planned)."""
+    from ardlab.driver import run_comparison
+    from ardlab.plan import Comparison
 
-    plan = RunPlan.from_json(args.plan_json)
-    if plan.kind == "bench":
-        run_bench(plan)
-        return 0
-    return run_training(plan)
+    run_comparison(Comparison.from_json(args.comparison_json))
+    return 0
 
 
 def _rank(args: argparse.Namespace) -> int:
@@ -213,9 +238,19 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ardlab.analysis.report import report
+    from ardlab.analysis import report
 
-    for path in report(args.bench, args.train, args.results, figures=args.figures):
+    if args.compare:
+        paths = report.compare_runs(*args.compare, args.output or Path(args.compare[0]) / "tables")
+        import pandas as pd
+
+        print(pd.read_csv(paths[0]).to_string(index=False))
+    else:
+        if args.run:
+            args.bench, args.train = report.run_files(args.run)
+            args.results = args.results or args.run
+        paths = report.report(args.bench, args.train, args.results or "results", args.figures)
+    for path in paths:
         print(path)
     return 0
 
@@ -282,6 +317,9 @@ def _bench_allreduce_parser(s):
     s.add_argument("--validate", action="store_true", help="check every result against the exact sum")
     s.add_argument("--skip-inapplicable", action="store_true",
                    help="skip sizes an algorithm cannot run instead of failing (as --sweep does)")
+    s.add_argument("--rounds", type=int, default=1, help="paired, interleaved rounds: each runs every algorithm "
+                   "once (one launch each) in a shuffled order; the terminal shows medians with 95%% intervals")
+    s.add_argument("--seed", type=int, default=0, help="seed of the rounds' orders (recorded in every row)")
     s.set_defaults(func=_bench_allreduce)
 
 
@@ -374,10 +412,14 @@ def _tune_parser(s):
 
 
 def _report_parser(s):
-    s.add_argument("--results", default="results", help="folder that gets tables/ and figures/")
+    s.add_argument("--results", help="folder that gets tables/ and figures/ (default: --run, else results)")
     s.add_argument("--figures", help="folder for the figures (default <results>/figures/measured)")
     s.add_argument("--bench", nargs="*", default=[], help="microbenchmark CSVs")
     s.add_argument("--train", nargs="*", default=[], help="training summary CSVs (ardlab.nn and TensorFlow)")
+    s.add_argument("--run", help="a run folder: report every CSV under its raw/ (instead of --bench/--train)")
+    s.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"),
+                   help="list every significant claim of run A and whether run B agrees (reproduce tables)")
+    s.add_argument("--output", help="with --compare: folder for reproduce*.{csv,md} (default RUN_A/tables)")
     s.set_defaults(func=_report)
 
 
@@ -393,7 +435,7 @@ def _predict_parser(s):
 
 
 def _run_parser(s):
-    s.add_argument("--plan-json", required=True, help="the run plan (ardlab.plan.RunPlan as JSON)")
+    s.add_argument("--comparison-json", required=True, help="the comparison (ardlab.plan.Comparison as JSON)")
     s.set_defaults(func=_run)
 
 
@@ -413,7 +455,7 @@ COMMANDS = [
     ("report", "speedup tables (CSV, Markdown) and figures from result CSVs", _report_parser),
     ("predict", "fit alpha-beta-gamma cost models to microbenchmarks and predict the best Allreduce at larger "
                 "scale (tables, tuned files, figures)", _predict_parser),
-    ("run", "run a workflow job's plan (JSON) with the driver", _run_parser),
+    ("run", "run a workflow job: rounds of a comparison group (JSON) with the driver", _run_parser),
     ("rank", "what each launched rank runs: the plan file written by the driver", _rank_parser),
 ]
 

@@ -9,8 +9,11 @@ is written as JSON beside the output, and every rank reads it (``python -m ardla
 - Settings of every launch: the launcher's needs and the algorithm's forcing knobs from the table, the thread
   variables, a tuned file's selection (read when the launch starts: the file may be made by an earlier job),
   and the plan's own ``env``.
-- A microbenchmark runs one launch per forced native algorithm (a library reads its knob at MPI_Init) and one for
-  all of ours; their rows are merged into one CSV. A failed, killed or timed-out launch raises and writes nothing.
+- A comparison (``ardlab.plan.Comparison``) runs its variants in paired, interleaved rounds: every round launches
+  each variant once (a library reads its algorithm knob at MPI_Init, and launch-to-launch variation is part of
+  what must be sampled) in the seeded shuffled order of ``ardlab.rounds``; every row records its group, round,
+  position and seed, and all rows go to one CSV.
+- A failed, killed or timed-out launch raises and writes nothing.
 """
 
 from __future__ import annotations
@@ -23,15 +26,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ardlab import rounds
 from ardlab.comm import launch
 from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, TUNED, library, run_env
-from ardlab.plan import RunPlan
-from ardlab.results import BENCH_COLUMNS, write_csv
+from ardlab.plan import Comparison, RunPlan
+from ardlab.results import BENCH_COLUMNS, TRAIN_COLUMNS, selected_algorithms, write_csv
 
 
-def forced(plan: RunPlan, names: list[str] | None = None) -> str:
-    """The native algorithm a launch forces: the plan's (or the group's) own, else the library's default."""
-    name = (names or [plan.algorithm])[0]
+def forced(plan: RunPlan) -> str:
+    """The native algorithm a launch forces: the plan's own, else the library's default (ours, tuned)."""
+    names = plan.options.get("algorithms") if plan.kind == "bench" else None
+    name = names[0] if names and len(names) == 1 else plan.algorithm
     return DEFAULT if name in OWN_ALGORITHMS or name == TUNED else name
 
 
@@ -46,8 +51,9 @@ def launch_env(plan: RunPlan, algorithm: str) -> dict[str, str]:
     return env
 
 
-def command(plan: RunPlan, plan_file: Path, algorithm: str) -> tuple[list[str], dict[str, str]]:
+def command(plan: RunPlan, plan_file: Path) -> tuple[list[str], dict[str, str]]:
     """(argv, env) of one launch of `plan` whose ranks read `plan_file`."""
+    algorithm = forced(plan)
     extra = launch_env(plan, algorithm)
     if plan.launcher == "local":
         return launch.command(plan.library, plan.ranks, ["-m", "ardlab.rank", "--plan", str(plan_file)],
@@ -62,62 +68,84 @@ def command(plan: RunPlan, plan_file: Path, algorithm: str) -> tuple[list[str], 
     return argv, {**os.environ, **extra}
 
 
-def _launch(plan: RunPlan, plan_file: Path, algorithm: str, capture: bool) -> subprocess.CompletedProcess:
+def _launch(plan: RunPlan, plan_file: Path, capture: bool) -> subprocess.CompletedProcess:
+    if plan.launcher == "local":
+        launch.require_env(plan.library)
     plan.save(plan_file)
-    argv, env = command(plan, plan_file, algorithm)
+    argv, env = command(plan, plan_file)
     try:
-        return subprocess.run(argv, env=env, timeout=plan.timeout_s, text=True, capture_output=capture)
+        proc = subprocess.run(argv, env=env, timeout=plan.timeout_s, text=True, capture_output=capture)
     except subprocess.TimeoutExpired:
-        raise RuntimeError(f"{library(plan.library).display} {plan.kind} run exceeded its timeout of "
-                           f"{plan.timeout_s:g} s and was killed; nothing was written") from None
+        raise RuntimeError(f"{plan.label}: {plan.kind} run exceeded its timeout of {plan.timeout_s:g} s and was "
+                           "killed; nothing was written") from None
+    if proc.returncode != 0:
+        out = (proc.stdout + proc.stderr)[-3000:] if capture else "(its output is above)"
+        raise RuntimeError(f"{library(plan.library).display} {plan.kind} run of {plan.label} failed "
+                           f"(exit {proc.returncode}):\n{out}")
+    return proc
 
 
-def _workdir(plan: RunPlan):
+def _workdir(output: str | None):
     """A private folder for plan files and partial results: beside the output (on a cluster the nodes see it
     there), else in the temporary folder."""
-    base = Path(plan.output).resolve().parent if plan.output else None
+    base = Path(output).resolve().parent if output else None
     if base is not None:
         base.mkdir(parents=True, exist_ok=True)
     return tempfile.TemporaryDirectory(prefix=".ardlab-run-", dir=base)
 
 
-def groups(algorithms: list[str]) -> list[list[str]]:
-    """Algorithm groups that can share one launch: each forced native algorithm alone, all ours together."""
-    native = [[n] for n in algorithms if n not in OWN_ALGORITHMS]
-    own = [n for n in algorithms if n in OWN_ALGORITHMS]
-    return native + ([own] if own else [])
+def _read(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
 
 
-def run_bench(plan: RunPlan) -> list[dict]:
-    """Measure a microbenchmark plan: one launch per group; the merged rows (also written to plan.output)."""
+def variants(c: Comparison) -> list[RunPlan]:
+    """The comparison's variants, with the algorithms its tuned files select added (each once per library)."""
+    out = list(c.variants)
+    seen = {v.label for v in out}
+    for selection in c.selected_from:
+        lib_default = [v for v in c.variants if v.tuned and Path(v.tuned) == Path(selection)]
+        if not lib_default:
+            raise ValueError(f"comparison {c.group!r}: no variant uses the tuned file {selection}")
+        base = lib_default[0]
+        for name in selected_algorithms(selection):
+            v = dataclasses.replace(base, tuned=None, algorithm=name, options=(
+                {**base.options, "algorithms": [name]} if base.kind == "bench" else dict(base.options)))
+            if v.label not in seen:
+                seen.add(v.label)
+                out.append(v)
+    return out
+
+
+def run_comparison(c: Comparison) -> list[dict]:
+    """Measure every variant of `c` once per round, in each round's shuffled order; the rows of all (also written
+    to c.output, atomically, once every launch succeeded)."""
     from tqdm import tqdm
 
-    launch.require_env(plan.library) if plan.launcher == "local" else None
+    plans = variants(c)
+    order = rounds.schedule(list(range(len(plans))), rounds=c.rounds, seed=c.seed, group=c.group,
+                            first=c.first_round)
     rows: list[dict] = []
-    with _workdir(plan) as tmp:
-        todo = groups(plan.options["algorithms"])
-        bar = tqdm(todo, desc=f"{plan.library} x{plan.ranks}", unit="launch", disable=not plan.progress,
-                   file=sys.stderr)
-        for i, names in enumerate(bar):
-            bar.set_postfix_str(",".join(names)[:40])
-            part = Path(tmp) / f"part{i}.csv"
-            sub = dataclasses.replace(plan, output=str(part), progress=False,
-                                      options={**plan.options, "algorithms": names})
-            proc = _launch(sub, Path(tmp) / f"plan{i}.json", forced(plan, names), capture=True)
-            if proc.returncode != 0:
-                raise RuntimeError(f"{library(plan.library).display} benchmark of {', '.join(names)} failed "
-                                   f"(exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
-            with open(part, newline="") as f:
-                rows.extend(csv.DictReader(f))
-    if plan.output:
-        write_csv(plan.output, BENCH_COLUMNS, rows)
+    bar = tqdm(total=len(plans) * c.rounds, desc=c.group or "rounds", unit="launch", disable=not c.progress,
+               file=sys.stderr)
+    with _workdir(c.output) as tmp:
+        for r, indices in enumerate(order, start=c.first_round):
+            for pos, i in enumerate(indices):
+                part = Path(tmp) / f"r{r}-{pos}.csv"
+                v = dataclasses.replace(plans[i], output=str(part), progress=False, group=c.group, round=r,
+                                        position=pos, seed=c.seed)
+                bar.set_postfix_str(f"round {r}: {v.label}"[:40])
+                _launch(v, Path(tmp) / f"r{r}-{pos}.json", capture=True)
+                rows.extend(_read(part))
+                bar.update()
+    bar.close()
+    if c.output:
+        write_csv(c.output, BENCH_COLUMNS if c.kind == "bench" else TRAIN_COLUMNS, rows)
     return rows
 
 
 def run_training(plan: RunPlan) -> int:
-    """Run a training plan (train, train-tf) in one launch; rank 0 writes the summary row to plan.output."""
-    if plan.launcher == "local":
-        launch.require_env(plan.library)
-    with _workdir(plan) as tmp:
-        proc = _launch(plan, Path(tmp) / "plan.json", forced(plan), capture=False)
-    return proc.returncode
+    """Run one training plan (train, train-tf) in one launch; rank 0 writes the summary row to plan.output."""
+    with _workdir(plan.output) as tmp:
+        _launch(plan, Path(tmp) / "plan.json", capture=False)
+    return 0

@@ -23,7 +23,8 @@ from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, TUNED, algorithm, lib
 KINDS = ("bench", "train", "train-tf")
 
 # Fields of the kinds' settings that the plan itself carries (or the rank derives), never among its options.
-PLAN_FIELDS = frozenset({"library", "ranks", "nodes", "tuned", "threads", "progress", "allreduce", "algorithm_label"})
+PLAN_FIELDS = frozenset({"library", "ranks", "nodes", "tuned", "threads", "progress", "allreduce", "algorithm_label",
+                         "group", "round", "position", "seed"})
 LAUNCHERS = ("local", "srun")
 
 
@@ -44,6 +45,11 @@ class RunPlan:
     image: str | None = None  # srun: the Apptainer image the ranks run in (None: the environment of the library)
     progress: bool = True
     options: dict = field(default_factory=dict)
+    # where this launch stands in a comparison's paired rounds (ardlab.rounds); recorded in every row
+    group: str = ""
+    round: int = 0
+    position: int = 0
+    seed: int = 0
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -62,12 +68,11 @@ class RunPlan:
 
     @classmethod
     def from_json(cls, text: str) -> "RunPlan":
-        data = json.loads(text)
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"run plan has unknown fields {unknown}; valid: {', '.join(sorted(known))}")
-        return cls(**data)
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunPlan":
+        return cls(**_known(cls, data, "run plan"))
 
     def save(self, path: str | os.PathLike) -> Path:
         path = Path(path)
@@ -77,6 +82,68 @@ class RunPlan:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "RunPlan":
         return cls.from_json(Path(path).read_text())
+
+    @property
+    def label(self) -> str:
+        """The variant this plan measures: library/algorithm (a microbenchmark plan of one algorithm)."""
+        names = self.options.get("algorithms") if self.kind == "bench" else None
+        return f"{self.library}/{names[0] if names and len(names) == 1 else self.algorithm}"
+
+    def stamp(self, row: dict) -> dict:
+        """`row` with this plan's place in its rounds."""
+        row.update(group=self.group, round=self.round, position=self.position, seed=self.seed)
+        return row
+
+
+@dataclass
+class Comparison:
+    """A comparison group measured in paired, interleaved rounds: every round runs each variant once (one
+    launch each), in the seeded shuffled order of ``ardlab.rounds``, and the rows of all go to one CSV.
+
+    `selected_from` names tuned selection files: the algorithms each selects (its ranges file, written beside it
+    by ``ardlab tune``) join as variants when the comparison starts (a tuned file is made by an earlier job), as
+    copies of that library's default variant -- so a tuned file is measured in the same rounds as the default and
+    the single algorithms it selects from.
+    """
+
+    group: str
+    variants: list[RunPlan]
+    rounds: int = 1
+    first_round: int = 0
+    seed: int = 0
+    output: str | None = None
+    selected_from: list[str] = field(default_factory=list)
+    progress: bool = True
+
+    def __post_init__(self):
+        self.variants = [v if isinstance(v, RunPlan) else RunPlan.from_dict(v) for v in self.variants]
+        if not self.variants:
+            raise ValueError(f"comparison group {self.group!r} has no variant")
+        kinds = {v.kind for v in self.variants}
+        if len(kinds) > 1:
+            raise ValueError(f"comparison group {self.group!r} mixes kinds {sorted(kinds)}")
+        if self.rounds < 1:
+            raise ValueError(f"rounds must be >= 1, got {self.rounds}")
+
+    @property
+    def kind(self) -> str:
+        return self.variants[0].kind
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Comparison":
+        return cls(**_known(cls, json.loads(text), "comparison"))
+
+
+def _known(cls, data: dict, what: str) -> dict:
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"{what} has unknown fields {unknown}; valid: {', '.join(sorted(known))}")
+    return data
+
 
 
 def check_algorithm(library_name: str, name: str, tuned: str | None, *, own: bool) -> str:

@@ -43,6 +43,7 @@ def execute(plan: RunPlan) -> list[dict] | None:
     row = _train(plan) if plan.kind == "train" else _train_tf(plan)
     if row is None:  # not rank 0
         return None
+    plan.stamp(row)
     if plan.output:
         write_csv(plan.output, TRAIN_COLUMNS, [row])
     print(", ".join(f"{k}={row[k]}" for k in SHOWN[plan.kind]), flush=True)
@@ -58,6 +59,7 @@ def _bench(plan: RunPlan) -> list[dict] | None:
                                             tuned=plan.tuned, **plan.options), progress=plan.progress)
     if MPI.COMM_WORLD.Get_rank() != 0:
         return None
+    rows = [plan.stamp(r) for r in rows]
     if plan.output:
         write_csv(plan.output, BENCH_COLUMNS, rows)
     return rows

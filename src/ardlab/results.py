@@ -20,19 +20,46 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+# Where a row stands in its run's paired, interleaved rounds (ardlab.rounds): the comparison group it belongs to,
+# the round, the position of its launch in that round's shuffled order, and the seed of the order.
+ROUND_COLUMNS = ["group", "round", "position", "seed"]
+
 BENCH_COLUMNS = [
     "library", "library_version", "algorithm", "implementation", "ranks", "nodes", "hostname", "dtype",
-    "size_bytes", "iterations", "avg_us", "min_us", "max_us", "knobs", "started_at",
+    "size_bytes", "iterations", "avg_us", "min_us", "max_us", "knobs", "started_at", *ROUND_COLUMNS,
 ]
 
 TRAIN_COLUMNS = [
     "framework", "model", "dataset", "library", "library_version", "algorithm", "parallel_mode", "ranks",
     "batch_per_rank", "steps", "img_per_s", "img_per_s_ci95", "compute_s", "allreduce_s", "wait_s",
-    "final_loss", "final_accuracy", "final_top5_accuracy", "knobs", "started_at",
+    "final_loss", "final_accuracy", "final_top5_accuracy", "knobs", "started_at", *ROUND_COLUMNS,
 ]
 
 # `ardlab train --layer-timing FILE`: seconds per step, one row a layer (the optimizer update as its own row).
 LAYER_TIMING_COLUMNS = ["layer", "forward_s", "backward_s", "allreduce_s", "wait_s", "update_s"]
+
+# Beside every tuned selection file (`ardlab tune`): its ranges as a table, so that tools which do not parse the
+# library's own format (the driver adding the selected algorithms to a comparison, the report) can read them.
+RANGES_COLUMNS = ["lo_bytes", "hi_bytes", "algorithm"]
+
+
+def ranges_path(selection_file: str | os.PathLike) -> Path:
+    """The ranges table written beside a tuned selection file."""
+    return Path(f"{selection_file}.ranges.csv")
+
+
+def selected_algorithms(selection_file: str | os.PathLike) -> list[str]:
+    """The algorithms a tuned selection file selects, in order of their first range (from its ranges table)."""
+    path = ranges_path(selection_file)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} (the ranges of tuned file {selection_file}) does not exist: make the "
+                                "tuned file with `ardlab tune`, which writes both")
+    with open(path, newline="") as f:
+        r = csv.DictReader(f)
+        if r.fieldnames != RANGES_COLUMNS:
+            raise ValueError(f"{path}: columns {r.fieldnames} are not the expected {RANGES_COLUMNS}")
+        return list(dict.fromkeys(row["algorithm"] for row in r))
+
 
 # Environment variables that are MPI or Horovod settings: recorded with every row as the knobs in force.
 KNOB_PREFIXES = ("MPIR_CVAR_", "OMPI_MCA_", "I_MPI_", "HOROVOD_", "PRTE_MCA_")

@@ -12,13 +12,14 @@ def measured_log(kind):
 
 
 def job_of(kind, wc):
-    return study.Job(kind, wc.library, wc.algorithm, int(wc.ranks), int(wc.rep), int(wc.get("nodes", 1)),
-                     wc.get("model", ""), wc.get("mode", ""))
+    """The job (one round of one comparison group) that a rule's wildcards name."""
+    return study.Job(kind, int(wc.round), int(wc.ranks), int(wc.get("nodes", 1)), wc.get("model", ""),
+                     wc.get("mode", ""))
 
 
-def tuned_input(wc):
-    """A run with a tuned selection file (algorithm TUNED) depends on that file; the others on nothing."""
-    return [commands.tuned_file(config, wc.library)] if wc.algorithm == TUNED else []
+def tuned_input(kind):
+    """A group that measures tuned files depends on them; the others on nothing."""
+    return lambda wc: commands.tuned_inputs(job_of(kind, wc), config)
 
 
 def measure_command(kind):
@@ -26,7 +27,7 @@ def measure_command(kind):
 
 
 def job_resource(kind, key):
-    """One Slurm resource of a job (nodes, tasks, cpus_per_task, mem_mb), from ardlab.study.commands."""
+    """One Slurm resource of a job (nodes, tasks, cpus_per_task, mem_mb, runtime), from ardlab.study.commands."""
     return lambda wc: commands.resources(job_of(kind, wc), config)[key]
 
 

@@ -1,15 +1,23 @@
 # Aggregation: tables (CSV + Markdown) and figures from the raw CSVs of the jobs that succeeded.
 
-_BENCH = [f"{R}/{j.path}" for j in JOBS["microbench"]]
+_BENCH = [f"{R}/{j.path}" for j in JOBS["microbench"] + JOBS["microbench_tuned"]]
 _TRAIN = [f"{R}/{j.path}" for j in JOBS["train"] + JOBS["horovod"]]
 _TABLES = report_tables(microbench=bool(_BENCH), training=bool(_TRAIN), tuned=config["tuned"]["enabled"])
 
 
-localrules: report, costmodel, tune  # light: they run where snakemake runs
+localrules: run_info, report, costmodel, compare, tune  # light: they run where snakemake runs
+
+
+rule run_info:
+    output: f"{R}/run.yaml"
+    run:
+        from ardlab.study import runinfo
+
+        runinfo.write(output[0], config)
 
 
 rule report:
-    input: bench=_BENCH, train=_TRAIN
+    input: bench=_BENCH, train=_TRAIN, info=f"{R}/run.yaml"
     output:
         tables=[f"{R}/tables/{t}.{ext}" for t in _TABLES for ext in ("csv", "md")],
         figures=report(directory(f"{R}/figures/measured"), patterns=["{name}.png"], category="Measured"),
@@ -22,7 +30,7 @@ rule report:
 
 
 rule costmodel:
-    input: bench=[p for p, j in zip(_BENCH, JOBS["microbench"]) if j.algorithm != TUNED]
+    input: bench=[f"{R}/{j.path}" for j in JOBS["microbench"]]
     output:
         tables=[f"{R}/tables/costmodel_{t}.{ext}" for t in COSTMODEL_TABLES for ext in ("csv", "md")],
         figures=report(directory(f"{R}/figures/costmodel"), patterns=["{name}.png"], category="Cost models"),
@@ -33,3 +41,13 @@ rule costmodel:
     shell:
         "{params.python} -m ardlab.cli predict --results {params.results} --figures {output.figures}"
         " --ranks {params.ranks} --cores-per-node {params.cores} --fit {input.bench} > {log} 2>&1"
+
+
+rule compare:
+    input: rules.report.output.tables, reference=ancient(f"{config['reference']}/run.yaml") if config["reference"] else []
+    output: [f"{R}/tables/{t}.{ext}" for t in ("reproduce", "reproduce_summary") for ext in ("csv", "md")]
+    log: f"{R}/logs/compare.log"
+    conda: "../envs/driver.yaml"
+    params: python=sys.executable, reference=config["reference"]
+    shell:
+        "{params.python} -m ardlab.cli report --compare {params.reference} {R} --output {R}/tables > {log} 2>&1"

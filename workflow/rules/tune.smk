@@ -1,9 +1,10 @@
 # Tuned selection files: from the microbenchmark at one rank count, the library's own per-size selection
-# (Open MPI rules, Intel MPI ranges, MPICH JSON); the measurement rules re-run with algorithm TUNED.
+# (Open MPI rules, Intel MPI ranges, MPICH JSON); the tuned-phase groups measure it beside the default and the algorithms it
+# selects (listed in the ranges table written beside it).
 
 
 rule tune:
-    output: f"{R}/tuned/{tuned.FILE_NAME}"
+    output: f"{R}/tuned/{tuned.FILE_NAME}", ranges=f"{R}/tuned/{tuned.FILE_NAME}.ranges.csv"
     input: lambda wc: commands.tune_inputs(config, JOBS, wc.library)
     log: f"{R}/logs/tuned/{tuned.FILE_NAME}.log"
     wildcard_constraints: suffix=r"\.[a-z]+"

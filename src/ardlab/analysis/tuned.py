@@ -11,7 +11,8 @@ written in the library's own format:
   built-in tree, so the library's own tree is read from its libmpi and only Allreduce (commutative ops, this
   communicator size and smaller) is replaced.
 
-A range switches algorithm just above the last size measured for the smaller one. Which settings use the file
+A range switches algorithm just above the last size measured for the smaller one. The ranges are also written
+beside the file as a table (``ardlab.results.ranges_path``). Which settings use the file
 is in the table (``Library.tuning_env``).
 """
 
@@ -24,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from ardlab.comm.libraries import DEFAULT, library
-from ardlab.results import atomic_open
+from ardlab.results import RANGES_COLUMNS, atomic_open, ranges_path, write_csv
 
 MAX_BYTES = 2**31 - 1
 
@@ -149,6 +150,8 @@ def write(library_name: str, ranges: list[Range], ranks: int, output: str | Path
     else:
         raise ValueError(f"no tuned-file writer for {library_name!r}")
     output = Path(output)
+    write_csv(ranges_path(output), RANGES_COLUMNS,
+              [{"lo_bytes": r.lo, "hi_bytes": r.hi, "algorithm": r.algorithm} for r in ranges])
     with atomic_open(output) as f:
         f.write(text)
     return output

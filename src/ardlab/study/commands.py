@@ -1,12 +1,14 @@
 """The shell command and resources of each workflow job.
 
-Every measurement job runs ardlab's driver on the job's run plan (``ardlab run --plan-json``), built by the same
-validated builders as the CLI's; the driver starts the ranks with the config's launcher:
+A measurement job is one round of one comparison group (``ardlab.study.config.Job``): it runs ardlab's driver on
+the group's comparison (``ardlab run --comparison-json``), whose variants are built by the same validated
+builders as the CLI's. The driver launches each variant once, in the round's shuffled order, with the config's
+launcher:
 - local: the library's mpiexec from its environment (``.envs/<library>``);
 - srun: ``srun --mpi=<pmi> -n R -N N`` around ``apptainer exec <image> ardlab rank`` (the algorithm's settings in
   the environment, which Apptainer passes through).
-It forces the algorithm from the table, reads a tuned file when the job starts, and kills a hung run after the
-timeout.
+It forces each algorithm from the table, reads tuned files (and the algorithms they select) when the job starts,
+and kills a hung launch after the timeout.
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ from pathlib import Path
 from ardlab.analysis import tuned
 from ardlab.bench import allreduce
 from ardlab.bench.sizes import parse_sizes
-from ardlab.comm.libraries import DEFAULT, TUNED
+from ardlab.comm.libraries import DEFAULT, TUNED, library
 from ardlab.horovod import train as horovod_train
 from ardlab.nn import trainer
-from ardlab.plan import RunPlan
-from ardlab.study.config import Job, tuned_ranks
+from ardlab.plan import Comparison, RunPlan
+from ardlab.study.config import Job, algorithms, tuned_ranks, tuned_rerun
 
 
 def tuned_file(config: dict, lib: str) -> str:
@@ -30,56 +32,79 @@ def tuned_file(config: dict, lib: str) -> str:
 
 
 def threads(job: Job, config: dict) -> int:
-    return 1 if job.kind == "microbench" else config[job.kind]["threads"]
+    return 1 if job.kind.startswith("microbench") else config[job.kind]["threads"]
 
 
-def plan(job: Job, config: dict, output: str) -> RunPlan:
-    """The validated run plan of a job (the same builders as the CLI's)."""
-    launch = {"output": output, "threads": threads(job, config), "progress": False, "launcher": config["launcher"]}
+def _section(job: Job) -> str:
+    return "microbench" if job.kind.startswith("microbench") else job.kind
+
+
+def _variant(job: Job, config: dict, lib: str, algorithm: str) -> RunPlan:
+    """One variant of a job's group: `lib` running `algorithm` (TUNED: the library's tuned file)."""
+    sec = config[_section(job)]
+    launch = {"threads": threads(job, config), "progress": False, "launcher": config["launcher"],
+              "timeout_s": sec["timeout_s"]}
     if config["launcher"] == "srun":
-        launch.update(srun_mpi=config["srun_mpi"].get(job.library), image=config["images"].get(job.library))
-    tuned_path = tuned_file(config, job.library) if job.algorithm == TUNED else None
-    if job.kind == "microbench":
-        mb = config["microbench"]
-        return allreduce.run_plan(job.library, ranks=job.ranks, nodes=job.nodes, sizes=parse_sizes(mb["sizes"]),
-                                  algorithms=None if tuned_path else [job.algorithm], dtype=mb["dtype"],
-                                  iterations=mb["iterations"] or None, skip_inapplicable=True, tuned=tuned_path,
-                                  timeout_s=mb["timeout_s"], **launch)
-    algorithm = DEFAULT if tuned_path else job.algorithm
+        launch.update(srun_mpi=config["srun_mpi"].get(lib), image=config["images"].get(lib))
+    tuned_path = tuned_file(config, lib) if algorithm == TUNED else None
+    if job.kind.startswith("microbench"):
+        return allreduce.run_plan(lib, ranks=job.ranks, nodes=job.nodes, sizes=parse_sizes(sec["sizes"]),
+                                  algorithms=None if tuned_path else [algorithm], dtype=sec["dtype"],
+                                  iterations=sec["iterations"] or None, skip_inapplicable=True, tuned=tuned_path,
+                                  **launch)
+    name = DEFAULT if tuned_path else algorithm
     if job.kind == "train":
-        tr = config["train"]
-        return trainer.run_plan(job.library, ranks=job.ranks, algorithm=algorithm, tuned=tuned_path,
-                                options={"model": job.model, "dataset": "synthetic",
-                                         "batch_per_rank": tr["batch_per_rank"], "steps": tr["steps"],
-                                         "parallel_mode": job.mode, "bucket_bytes": int(tr["bucket_mb"] * (1 << 20))},
-                                timeout_s=tr["timeout_s"], **launch)
-    hv = config["horovod"]
-    return horovod_train.run_plan(
-        job.library, ranks=job.ranks, algorithm=algorithm, tuned=tuned_path,
-        options={"model": job.model, "batch_per_rank": hv["batch_per_rank"], "warmup_batches": hv["warmup_batches"],
-                 "batches_per_iter": hv["batches_per_iter"], "iterations": hv["iterations"],
-                 "image_size": hv["image_size"]},
-        knobs={"fusion_threshold_mb": float(job.mode[1:])}, timeout_s=hv["timeout_s"], **launch)
+        return trainer.run_plan(lib, ranks=job.ranks, algorithm=name, tuned=tuned_path, options={
+            "model": job.model, "dataset": "synthetic", "batch_per_rank": sec["batch_per_rank"],
+            "steps": sec["steps"], "parallel_mode": job.mode, "bucket_bytes": int(sec["bucket_mb"] * (1 << 20))},
+            **launch)
+    return horovod_train.run_plan(lib, ranks=job.ranks, algorithm=name, tuned=tuned_path, options={
+        "model": job.model, "batch_per_rank": sec["batch_per_rank"], "warmup_batches": sec["warmup_batches"],
+        "batches_per_iter": sec["batches_per_iter"], "iterations": sec["iterations"], "image_size": sec["image_size"]},
+        knobs={"fusion_threshold_mb": float(job.mode[1:])}, **launch)
+
+
+def variant_names(job: Job, config: dict, lib: str) -> list[str]:
+    """The algorithms of `lib` in the job's group (TUNED for its tuned file; the algorithms that file selects
+    join when the job starts)."""
+    if job.kind == "microbench_tuned":
+        return [DEFAULT, TUNED]
+    names = algorithms(config, _section(job), lib, job.nodes)
+    return names + ([TUNED] if tuned_rerun(config, job.kind) else [])
+
+
+def comparison(job: Job, config: dict, output: str) -> Comparison:
+    """The validated comparison of a job: its group's variants, this round, the config's seed."""
+    libs = config["libraries"]
+    variants = [_variant(job, config, lib, name) for lib in libs for name in variant_names(job, config, lib)]
+    selected = [tuned_file(config, lib) for lib in libs if TUNED in variant_names(job, config, lib)]
+    return Comparison(job.group, variants, rounds=1, first_round=job.round, seed=config["seed"], output=output,
+                      selected_from=selected, progress=False)
+
+
+def tuned_inputs(job: Job, config: dict) -> list[str]:
+    """The tuned files a job's group measures (made by the `tune` rule before it runs)."""
+    if job.kind == "microbench_tuned" or tuned_rerun(config, job.kind):
+        return [tuned_file(config, lib) for lib in config["libraries"]]
+    return []
 
 
 def command(job: Job, config: dict, output: str) -> str:
-    """The shell command of a measurement job: the driver, given the job's plan (it launches the ranks with the
-    launcher of the config and reads a tuned file when the job starts)."""
-    argv = [sys.executable, "-m", "ardlab.cli", "run", "--plan-json", plan(job, config, output).to_json()]
+    """The shell command of a measurement job: the driver, given the job's comparison."""
+    argv = [sys.executable, "-m", "ardlab.cli", "run", "--comparison-json", comparison(job, config, output).to_json()]
     return " ".join([*_envs_prefix(config), *map(shlex.quote, argv)])
 
 
 def tune_inputs(config: dict, jobs: dict, lib: str) -> list[str]:
     """The microbenchmark CSVs a library's tuned file is made from (one node, the tuned rank count)."""
     ranks = tuned_ranks(config)
-    return [str(Path(config["results"]) / j.path) for j in jobs["microbench"]
-            if j.library == lib and j.ranks == ranks and j.nodes == 1 and j.algorithm != TUNED]
+    return [str(Path(config["results"]) / j.path) for j in jobs["microbench"] if j.ranks == ranks and j.nodes == 1]
 
 
 def tune_command(config: dict, lib: str, inputs: list[str], output: str) -> str:
     """`ardlab tune` (MPICH's file extends the built-in tree of the libmpi the runs use: its image's on srun)."""
     argv = ["ardlab", "tune", "--library", lib, "--ranks", str(tuned_ranks(config)), "--output", output, *inputs]
-    if config["launcher"] == "srun":
+    if config["launcher"] == "srun" and config["images"].get(lib):
         return " ".join(map(shlex.quote, ["apptainer", "exec", config["images"][lib], *argv]))
     return " ".join([*_envs_prefix(config), *map(shlex.quote, [sys.executable, "-m", "ardlab.cli", *argv[1:]])])
 
@@ -89,9 +114,13 @@ def _envs_prefix(config: dict) -> list[str]:
     return [f"ARDLAB_ENVS={shlex.quote(config['envs'])}"] if config.get("envs") else []
 
 
-def runtime_minutes(config: dict, kind: str) -> int:
-    """Slurm time limit of a measurement job: its own timeout plus start-up."""
-    return int(config[kind]["timeout_s"] // 60) + 10
+def runtime_minutes(job: Job, config: dict) -> int:
+    """Slurm time limit of a job: a timeout per launch (the variants, and at most every selectable algorithm
+    of each library that a tuned file may add), plus start-up."""
+    launches = sum(len(variant_names(job, config, lib)) for lib in config["libraries"])
+    if job.kind == "microbench_tuned" or tuned_rerun(config, job.kind):
+        launches += sum(sum(a.selectable for a in library(lib).algorithms.values()) for lib in config["libraries"])
+    return int(launches * config[_section(job)]["timeout_s"] // 60) + 10
 
 
 def mpi_resource(config: dict) -> str:
@@ -101,9 +130,9 @@ def mpi_resource(config: dict) -> str:
 
 
 def resources(job: Job, config: dict) -> dict:
-    """The Slurm resources of a job that depend on it: nodes, tasks, cpus_per_task, mem_mb (the rest, one
-    value per rule: runtime_minutes, mpi_resource, and `measure`, which the local profile counts)."""
-    res = {"mem_mb": 2000 + 1500 * job.ranks}
+    """The Slurm resources of a job: nodes, tasks, cpus_per_task, mem_mb, runtime (and, one value for every
+    rule, mpi_resource and `measure`, which the local profile counts)."""
+    res = {"mem_mb": 2000 + 1500 * job.ranks, "runtime": runtime_minutes(job, config)}
     if config["launcher"] == "srun":
         res.update(nodes=job.nodes, tasks=job.ranks, cpus_per_task=threads(job, config))
     else:  # ardlab's driver starts the ranks with the library's mpiexec on the job's node: one slot per rank,

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from ardlab.comm.launch import repo_root
-from ardlab.comm.libraries import DEFAULT, LIBRARIES, OWN_ALGORITHMS, TUNED, library
+from ardlab.comm.libraries import DEFAULT, LIBRARIES, OWN_ALGORITHMS, library
 
 SCHEMA = repo_root() / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -122,6 +122,10 @@ def check(config: dict) -> None:
     if config["tuned"]["enabled"] and config["tuned"]["ranks"] is not None \
             and config["tuned"]["ranks"] not in config["microbench"]["ranks"]:
         raise ValueError(f"config key 'tuned.ranks': {config['tuned']['ranks']} is not among microbench.ranks")
+    if config["reference"] and not (Path(config["reference"]) / "raw").is_dir():
+        raise ValueError(f"config key 'reference': {config['reference']} is not a finished run folder (no raw/)")
+    if config["reference"] and Path(config["reference"]).resolve() == Path(config["results"]).resolve():
+        raise ValueError("config key 'reference': a run cannot be its own reference")
     if not any(jobs(config).values()):
         raise ValueError("the configuration selects no job at all (every section disabled or empty)")
 
@@ -135,11 +139,16 @@ def _bad(key: str, value, valid) -> None:
 
 @dataclass(frozen=True)
 class Job:
-    kind: str  # microbench | train | horovod | microbench_tuned | train_tuned | horovod_tuned
-    library: str
-    algorithm: str
+    """One round of one comparison group: every variant of the group measured once, in a shuffled order.
+
+    Groups span the libraries, so that every comparison a table makes (an algorithm against its library's default,
+    the best library and algorithm against the worst, a tuned file against the default and the single algorithms
+    it selects from) is between variants measured in the same rounds.
+    """
+
+    kind: str  # microbench | microbench_tuned | train | horovod
+    round: int
     ranks: int
-    rep: int
     nodes: int = 1
     model: str = ""
     mode: str = ""  # train: parallel mode; horovod: fusion threshold label f<MB>
@@ -148,11 +157,17 @@ class Job:
     def path(self) -> str:
         return PATTERNS[self.kind].format(**self.__dict__)
 
+    @property
+    def group(self) -> str:
+        """The comparison group's name (recorded in every row): the path of its folder under raw/."""
+        return self.path.removeprefix("raw/").rpartition("/round")[0]
+
 
 PATTERNS = {
-    "microbench": "raw/microbench/{library}/{algorithm}/n{nodes}-r{ranks}/rep{rep}.csv",
-    "train": "raw/train/{library}/{algorithm}/{model}-{mode}/r{ranks}/rep{rep}.csv",
-    "horovod": "raw/horovod/{library}/{algorithm}/{model}-{mode}/r{ranks}/rep{rep}.csv",
+    "microbench": "raw/microbench/n{nodes}-r{ranks}/round{round}.csv",
+    "microbench_tuned": "raw/microbench_tuned/n{nodes}-r{ranks}/round{round}.csv",
+    "train": "raw/train/{model}-{mode}/r{ranks}/round{round}.csv",
+    "horovod": "raw/horovod/{model}-{mode}/r{ranks}/round{round}.csv",
 }
 
 
@@ -160,38 +175,38 @@ def tuned_ranks(config: dict) -> int:
     return config["tuned"]["ranks"] or max(config["microbench"]["ranks"])
 
 
+def algorithms(config: dict, section: str, lib: str, nodes: int = 1) -> list[str]:
+    """The algorithms of `lib` that a section's comparison groups measure (ours included where configured)."""
+    sec = config[section]
+    own = section == "microbench" and sec["own"]
+    algs = _algorithms(sec["algorithms"], lib, f"{section}.algorithms", own=section != "horovod", nodes=nodes)
+    return list(dict.fromkeys(algs + (list(OWN_ALGORITHMS) if own else [])))
+
+
+def tuned_rerun(config: dict, section: str) -> bool:
+    """Whether the training groups of `section` also measure the tuned files (and what they select)."""
+    return config["tuned"]["enabled"] and config["microbench"]["enabled"] and config["tuned"]["rerun_train"] \
+        and section in ("train", "horovod")
+
+
 def jobs(config: dict) -> dict[str, list[Job]]:
-    """Every measurement job of the config, by kind (tuned re-runs use algorithm TUNED)."""
+    """Every measurement job of the config (one per comparison group and round), by kind."""
     out: dict[str, list[Job]] = {k: [] for k in PATTERNS}
-    reps = range(config["repetitions"])
+    rounds = range(config["rounds"])
     mb, tr, hv = config["microbench"], config["train"], config["horovod"]
-    for lib in config["libraries"]:
-        if mb["enabled"]:
-            for nodes in mb["nodes"]:
-                algs = _algorithms(mb["algorithms"], lib, "microbench.algorithms", own=mb["own"], nodes=nodes)
-                algs += list(OWN_ALGORITHMS) if mb["own"] else []
-                for alg in dict.fromkeys(algs):
-                    for ranks in mb["ranks"]:
-                        if ranks >= nodes and ranks % nodes == 0:
-                            out["microbench"] += [Job("microbench", lib, alg, ranks, r, nodes) for r in reps]
-        tuned = config["tuned"]["enabled"]
-        if tr["enabled"]:
-            algs = _algorithms(tr["algorithms"], lib, "train.algorithms", own=True, nodes=1)
-            for alg in algs + ([TUNED] if tuned and config["tuned"]["rerun_train"] else []):
-                for model in tr["models"]:
-                    for mode in tr["parallel_modes"]:
-                        for ranks in tr["ranks"]:
-                            out["train"] += [Job("train", lib, alg, ranks, r, 1, model, mode) for r in reps]
-        if hv["enabled"]:
-            algs = _algorithms(hv["algorithms"], lib, "horovod.algorithms", own=False, nodes=1)
-            for alg in algs + ([TUNED] if tuned and config["tuned"]["rerun_train"] else []):
-                for model in hv["models"]:
-                    for fusion in hv["fusion_threshold_mb"]:
-                        for ranks in hv["ranks"]:
-                            out["horovod"] += [Job("horovod", lib, alg, ranks, r, 1, model, f"f{fusion:g}")
-                                               for r in reps]
-        if tuned and mb["enabled"]:
-            out["microbench"] += [Job("microbench", lib, TUNED, tuned_ranks(config), r, 1) for r in reps]
+    if mb["enabled"]:
+        for nodes in mb["nodes"]:
+            for ranks in mb["ranks"]:
+                if ranks >= nodes and ranks % nodes == 0:
+                    out["microbench"] += [Job("microbench", r, ranks, nodes) for r in rounds]
+        if config["tuned"]["enabled"]:
+            out["microbench_tuned"] += [Job("microbench_tuned", r, tuned_ranks(config)) for r in rounds]
+    if tr["enabled"]:
+        out["train"] += [Job("train", r, ranks, 1, model, mode) for model in tr["models"]
+                         for mode in tr["parallel_modes"] for ranks in tr["ranks"] for r in rounds]
+    if hv["enabled"]:
+        out["horovod"] += [Job("horovod", r, ranks, 1, model, f"f{fusion:g}") for model in hv["models"]
+                           for fusion in hv["fusion_threshold_mb"] for ranks in hv["ranks"] for r in rounds]
     return out
 
 

@@ -1,0 +1,221 @@
+"""The comparisons a run's tables make, each from variants measured in the same paired, interleaved rounds.
+
+Every function takes the rows of ``ardlab.analysis.read`` and returns a tidy table (pandas). Pairing: two
+variants are compared only within one comparison group (the ``group`` column), round by round (``round``). Each
+variant's median carries a nonparametric interval, each speedup a paired bootstrap interval and a verdict
+(``ardlab.analysis.stats``). Speedup > 1 means the variant is faster than what it is compared with.
+
+- ``microbench_speedup``: every algorithm against its library's default, per size;
+- ``across_libraries``: per size, the best (library, algorithm) against each library's default and the worst;
+- ``best_ranges``: per library, the best algorithm per size range (and whether it beats the default);
+- ``training``: img/s of every (library, algorithm), against its library's default and the group's worst;
+- ``tuned``: each tuned file against its library's default and the best single algorithm, in the same rounds;
+- ``drift``: each library default's per-round reference over the run, with a trend test;
+- ``claims``: every significant difference the tables state (what ``reproduce`` checks in a second run).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from ardlab.analysis.stats import SAME, TOO_FEW, median_ci, speedup_ci, verdict
+from ardlab.comm.libraries import DEFAULT, LIBRARIES, TUNED
+
+TUNED_PHASE = "microbench_tuned/"  # groups whose name starts so measure tuned files (ardlab.study.config)
+
+
+def _rounds(g: pd.DataFrame, value: str) -> pd.DataFrame:
+    """round x variant ('library/algorithm') table of `value` (one row per round)."""
+    return g.assign(variant=g.library + "/" + g.algorithm).pivot_table(
+        index="round", columns="variant", values=value, aggfunc="first")
+
+
+def _summary(x: pd.Series) -> dict:
+    med, lo, hi, level = median_ci(x.to_numpy())
+    return {"median": med, "ci_low": lo, "ci_high": hi, "ci_level": level, "rounds": int(x.notna().sum())}
+
+
+def _speedup(faster_if_lower: bool, base: pd.Series, other: pd.Series, prefix: str) -> dict:
+    """Speedup of `other` over `base` (aligned by round) with its interval and verdict, keys prefixed."""
+    if faster_if_lower:
+        sp, lo, hi = speedup_ci(base.to_numpy(), other.to_numpy())
+    else:  # rates: higher is faster
+        sp, lo, hi = speedup_ci(other.to_numpy(), base.to_numpy())
+    return {f"{prefix}": sp, f"{prefix}_ci_low": lo, f"{prefix}_ci_high": hi, f"{prefix}_verdict": verdict(lo, hi)}
+
+
+def main_phase(b: pd.DataFrame) -> pd.DataFrame:
+    return b[~b.group.str.startswith(TUNED_PHASE)]
+
+
+def microbench_speedup(b: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for (group, ranks, nodes, size), g in main_phase(b).groupby(["group", "ranks", "nodes", "size_bytes"]):
+        piv = _rounds(g, "avg_us")
+        impl = dict(zip(g.library + "/" + g.algorithm, g.implementation))
+        for variant in piv.columns:
+            lib, alg = variant.split("/", 1)
+            s = _summary(piv[variant])
+            row = {"group": group, "library": lib, "ranks": ranks, "nodes": nodes, "size_bytes": size,
+                   "algorithm": alg, "implementation": impl[variant], "median_us": s["median"],
+                   "ci_low_us": s["ci_low"], "ci_high_us": s["ci_high"], "ci_level": s["ci_level"],
+                   "rounds": s["rounds"]}
+            d = f"{lib}/{DEFAULT}"
+            row.update(_speedup(True, piv[d], piv[variant], "speedup_vs_default") if d in piv else
+                       {"speedup_vs_default": np.nan, "speedup_vs_default_ci_low": np.nan,
+                        "speedup_vs_default_ci_high": np.nan, "speedup_vs_default_verdict": TOO_FEW})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def across_libraries(b: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for (group, ranks, nodes, size), g in main_phase(b).groupby(["group", "ranks", "nodes", "size_bytes"]):
+        piv = _rounds(g, "avg_us")
+        med = piv.median()
+        best, worst = med.idxmin(), med.idxmax()
+        row = {"group": group, "ranks": ranks, "nodes": nodes, "size_bytes": size, "best": best,
+               "best_median_us": med[best], "worst": worst}
+        row.update(_speedup(True, piv[worst], piv[best], "speedup_vs_worst"))
+        for lib in LIBRARIES:
+            d = f"{lib}/{DEFAULT}"
+            if d in piv:
+                row.update(_speedup(True, piv[d], piv[best], f"speedup_vs_{lib}_default"))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def best_ranges(speedups: pd.DataFrame) -> pd.DataFrame:
+    """From ``microbench_speedup``: per group and library, the best algorithm (median) per size, merged into
+    ranges of the same winner; how many of the range's sizes it beats the default significantly."""
+    rows = []
+    for (group, lib), g in speedups.groupby(["group", "library"]):
+        winners = g.loc[g.groupby("size_bytes").median_us.idxmin()].sort_values("size_bytes")
+        for w in winners.itertuples():
+            faster = int(w.speedup_vs_default_verdict == "faster")
+            if rows and (rows[-1]["group"], rows[-1]["library"], rows[-1]["best_algorithm"]) == (group, lib,
+                                                                                                  w.algorithm):
+                r = rows[-1]
+                r.update(to_bytes=int(w.size_bytes), sizes=r["sizes"] + 1, sizes_faster=r["sizes_faster"] + faster,
+                         max_speedup_vs_default=max(r["max_speedup_vs_default"], w.speedup_vs_default))
+            else:
+                rows.append({"group": group, "library": lib, "from_bytes": int(w.size_bytes),
+                             "to_bytes": int(w.size_bytes), "best_algorithm": w.algorithm, "sizes": 1,
+                             "sizes_faster": faster, "max_speedup_vs_default": w.speedup_vs_default})
+    return pd.DataFrame(rows)
+
+
+def training(t: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for (group, fw, model, mode, ranks), g in t.groupby(["group", "framework", "model", "parallel_mode", "ranks"]):
+        piv = _rounds(g, "img_per_s")
+        worst = piv.median().idxmin()
+        for variant in piv.columns:
+            lib, alg = variant.split("/", 1)
+            s = _summary(piv[variant])
+            row = {"group": group, "framework": fw, "model": model, "parallel_mode": mode, "ranks": ranks,
+                   "library": lib, "algorithm": alg, "img_per_s": s["median"], "ci_low": s["ci_low"],
+                   "ci_high": s["ci_high"], "ci_level": s["ci_level"], "rounds": s["rounds"]}
+            d = f"{lib}/{DEFAULT}"
+            if d in piv:
+                row.update(_speedup(False, piv[d], piv[variant], "speedup_vs_default"))
+            row["worst"] = worst
+            row.update(_speedup(False, piv[worst], piv[variant], "speedup_vs_worst"))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def tuned(b: pd.DataFrame, t: pd.DataFrame) -> pd.DataFrame:
+    """Each tuned file against its library's default and against the best single algorithm of the same rounds
+    (the one with the lowest median time, or highest median img/s, among those measured beside it), per size
+    (microbenchmark) or per training group."""
+    rows = []
+    parts = []
+    if not b.empty:
+        parts.append((b[b.group.str.startswith(TUNED_PHASE)], "avg_us", True, ["group", "ranks", "size_bytes"]))
+    if not t.empty:
+        parts.append((t, "img_per_s", False, ["group", "ranks"]))
+    for df, value, lower, keys in parts:
+        for key, g in df.groupby(keys):
+            piv = _rounds(g, value)
+            for lib in LIBRARIES:
+                tu, d = f"{lib}/{TUNED}", f"{lib}/{DEFAULT}"
+                if tu not in piv:
+                    continue
+                singles = [c for c in piv.columns if c.startswith(f"{lib}/") and c != tu]
+                med = piv[singles].median()
+                best = med.idxmin() if lower else med.idxmax()
+                base = {"workload": "microbench" if lower else key[0].split("/")[0], "group": key[0],
+                        "library": lib, "ranks": key[1], "size_bytes": key[2] if lower else np.nan}
+                for versus, col in (("default", d), ("best single algorithm", best)):
+                    if col in piv:
+                        rows.append({**base, "versus": versus, "versus_algorithm": col.split("/", 1)[1],
+                                     **_speedup(lower, piv[col], piv[tu], "speedup")})
+    return pd.DataFrame(rows, columns=["workload", "group", "library", "ranks", "size_bytes", "versus",
+                                       "versus_algorithm", "speedup", "speedup_ci_low", "speedup_ci_high",
+                                       "speedup_verdict"])
+
+
+def tuned_summary(tu: pd.DataFrame) -> pd.DataFrame:
+    """Per workload, library and comparison: the geometric-mean speedup over sizes or groups and how many
+    were significantly faster, slower or not different."""
+    rows = []
+    for (workload, lib, versus), g in tu.groupby(["workload", "library", "versus"]):
+        rows.append({"workload": workload, "library": lib, "versus": versus, "points": len(g),
+                     "speedup_geomean": float(np.exp(np.log(g.speedup).mean())),
+                     "faster": int((g.speedup_verdict == "faster").sum()),
+                     "slower": int((g.speedup_verdict == "slower").sum()),
+                     "no_significant_difference": int((g.speedup_verdict == SAME).sum()),
+                     "too_few_rounds": int((g.speedup_verdict == TOO_FEW).sum())})
+    return pd.DataFrame(rows)
+
+
+def drift(b: pd.DataFrame, t: pd.DataFrame) -> pd.DataFrame:
+    """Each library default's reference per round: the geometric mean over sizes of its time (microbenchmark)
+    or its img/s (training), against the round's start. Flagged where it moved monotonically over the run
+    (Spearman's rank correlation with the start time, p < 0.05) -- the drift pairing removes from comparisons."""
+    rows = []
+    for df, value in ((b, "avg_us"), (t, "img_per_s")):
+        if df.empty:
+            continue
+        d = df[df.algorithm == DEFAULT]
+        for (group, lib), g in d.groupby(["group", "library"]):
+            per = g.groupby("round").agg(ref=(value, lambda v: float(np.exp(np.log(v).mean()))),
+                                         started=("started_at", "min")).sort_values("started")
+            rho, p = (sps.spearmanr(np.arange(len(per)), per.ref) if len(per) >= 3 and per.ref.nunique() > 1
+                      else (np.nan, np.nan))
+            rows.append({"group": group, "library": lib, "measure": value, "rounds": len(per),
+                         "reference_median": float(per.ref.median()), "reference_min": float(per.ref.min()),
+                         "reference_max": float(per.ref.max()), "spread": float(per.ref.max() / per.ref.min()),
+                         "trend_rho": float(rho), "trend_p": float(p), "flagged": bool(p < 0.05)})
+    return pd.DataFrame(rows)
+
+
+CLAIM_KEYS = ["table", "group", "what", "library", "algorithm", "versus"]
+
+
+def claims(speedups: pd.DataFrame, across: pd.DataFrame, train: pd.DataFrame, tu: pd.DataFrame) -> pd.DataFrame:
+    """Every comparison the tables make, one row each with its speedup, interval and verdict (significant or
+    not); ``reproduce`` matches them across runs by CLAIM_KEYS."""
+    rows = []
+    for r in speedups[speedups.algorithm != DEFAULT].itertuples() if len(speedups) else ():
+        rows.append(("microbench_speedup", r.group, str(int(r.size_bytes)), r.library, r.algorithm, "default",
+                     r.speedup_vs_default, r.speedup_vs_default_ci_low, r.speedup_vs_default_ci_high,
+                     r.speedup_vs_default_verdict))
+    for r in across.itertuples() if len(across) else ():
+        lib, alg = r.best.split("/", 1)
+        rows.append(("across_libraries", r.group, str(int(r.size_bytes)), lib, alg, f"worst: {r.worst}",
+                     r.speedup_vs_worst, r.speedup_vs_worst_ci_low, r.speedup_vs_worst_ci_high,
+                     r.speedup_vs_worst_verdict))
+    for r in train[train.algorithm != DEFAULT].itertuples() if len(train) else ():
+        if "speedup_vs_default" in train and not np.isnan(r.speedup_vs_default):
+            rows.append(("training_throughput", r.group, f"{r.framework} {r.model} {r.parallel_mode}", r.library,
+                         r.algorithm, "default", r.speedup_vs_default, r.speedup_vs_default_ci_low,
+                         r.speedup_vs_default_ci_high, r.speedup_vs_default_verdict))
+    for r in tu.itertuples() if len(tu) else ():
+        what = str(int(r.size_bytes)) if not np.isnan(r.size_bytes) else r.workload
+        rows.append(("tuned_speedup", r.group, what, r.library, TUNED, r.versus, r.speedup, r.speedup_ci_low,
+                     r.speedup_ci_high, r.speedup_verdict))
+    return pd.DataFrame(rows, columns=[*CLAIM_KEYS, "speedup", "ci_low", "ci_high", "verdict"])

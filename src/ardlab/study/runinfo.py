@@ -1,0 +1,62 @@
+"""What a run folder records about itself (run.yaml): the machine, the software, the code and the config.
+
+A run is a unit: one folder (``results/runs/<name>``) holds its raw rows, tuned files, tables, figures, logs and
+this record, and nothing in it comes from another run.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from ardlab.comm.launch import repo_root
+from ardlab.results import atomic_open
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory_gib() -> float | None:
+    try:
+        return round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError):
+        return None
+
+
+def _git(*args: str) -> str:
+    proc = subprocess.run(["git", *args], cwd=repo_root(), capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else "unknown"
+
+
+def describe(config: dict) -> dict:
+    return {
+        "recorded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"hostname": platform.node(), "cpu": _cpu_model(), "cores": os.cpu_count(),
+                    "memory_gib": _memory_gib(), "os": platform.platform()},
+        "software": {"python": sys.version.split()[0],
+                     "ardlab_commit": _git("rev-parse", "HEAD"),
+                     "ardlab_uncommitted_changes": bool(_git("status", "--porcelain", "--untracked-files=no"))},
+        "seed": config["seed"],
+        "rounds": config["rounds"],
+        "config": config,
+    }
+
+
+def write(path: str | Path, config: dict) -> Path:
+    path = Path(path)
+    with atomic_open(path) as f:
+        yaml.safe_dump(describe(config), f, sort_keys=False)
+    return path

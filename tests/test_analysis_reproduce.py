@@ -1,0 +1,48 @@
+"""`ardlab report --compare RUN_A RUN_B` on two synthetic runs: every significant claim of A, and whether B agrees."""
+
+import numpy as np
+import pandas as pd
+
+from ardlab.results import BENCH_COLUMNS, write_csv
+from conftest import ardlab
+
+
+def synthetic_run(folder, ring_speedup_by_size, seed):
+    """A run folder whose raw/ holds 6 paired rounds of MPICH's default and ring (times in us)."""
+    rng = np.random.default_rng(seed)
+    for r in range(6):
+        drift = np.exp(rng.normal(0, 0.2))
+        rows = []
+        for pos, alg in enumerate(["default", "ring"]):
+            for size, speedup in ring_speedup_by_size.items():
+                t = 100 * drift * np.exp(rng.normal(0, 0.02)) / (speedup if alg == "ring" else 1)
+                rows.append({"library": "mpich", "library_version": "5.0.2", "algorithm": alg,
+                             "implementation": "native", "ranks": 2, "nodes": 1, "hostname": "h", "dtype": "float32",
+                             "size_bytes": size, "iterations": 10, "avg_us": f"{t:.3f}", "min_us": f"{t:.3f}",
+                             "max_us": f"{t:.3f}", "knobs": "", "started_at": f"2026-12-01T00:{r:02d}:{pos:02d}+00:00",
+                             "group": "microbench/n1-r2", "round": r, "position": pos, "seed": 0})
+        write_csv(folder / "raw" / "microbench" / "n1-r2" / f"round{r}.csv", BENCH_COLUMNS, rows)
+
+
+def test_compare_lists_claims_and_agreement(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    synthetic_run(a, {64: 1.3, 1024: 1.3, 4096: 1.0}, seed=1)  # ring faster at 64 B and 1 KiB; no difference at 4 KiB
+    synthetic_run(b, {64: 0.8, 1024: 1.3, 4096: 1.0}, seed=2)  # ... but slower at 64 B in the second run
+    ardlab("report", "--compare", a, b, "--output", tmp_path / "out")
+    m = pd.read_csv(tmp_path / "out" / "reproduce.csv")
+    speed = m[m.table == "microbench_speedup"].set_index("what")
+    assert set(speed.index) == {64, 1024}  # the 4 KiB non-difference is no claim
+    assert bool(speed.loc[1024, "same_direction"]) and not bool(speed.loc[64, "same_direction"])
+    s = pd.read_csv(tmp_path / "out" / "reproduce_summary.csv").set_index("table")
+    assert s.loc["microbench_speedup", "share_same_direction"] == 0.5
+
+
+def test_report_of_a_run_folder(tmp_path):
+    synthetic_run(tmp_path / "run", {64: 1.3, 1024: 0.7}, seed=3)
+    ardlab("report", "--run", tmp_path / "run")
+    sp = pd.read_csv(tmp_path / "run" / "tables" / "microbench_speedup.csv")
+    ring = sp[sp.algorithm == "ring"].set_index("size_bytes")
+    assert ring.loc[64, "speedup_vs_default_verdict"] == "faster"
+    assert ring.loc[1024, "speedup_vs_default_verdict"] == "slower"
+    assert (ring.rounds == 6).all() and (ring.ci_level > 0.95).all()
+    assert (tmp_path / "run" / "figures" / "measured" / "speedup_heatmap_mpich_n1_r2.png").exists()

@@ -1,0 +1,54 @@
+"""The interval code on synthetic draws: coverage near the nominal 95%, verdicts right on a known 1.3x
+difference and on no difference, and the order-statistic interval's levels (scipy's binomial as reference)."""
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from ardlab.analysis.stats import FASTER, SAME, SLOWER, TOO_FEW, median_ci, speedup_ci, verdict
+
+
+def draws(rng, n, speedup, drift=0.3, noise=0.1):
+    """Paired rounds: a common per-round drift (the machine's speed) times independent noise per variant."""
+    d = np.exp(rng.normal(0, drift, n))
+    return speedup * d * np.exp(rng.normal(0, noise, n)), d * np.exp(rng.normal(0, noise, n))
+
+
+@pytest.mark.parametrize("n", [6, 10])
+def test_speedup_interval_covers_the_true_ratio(n):
+    rng = np.random.default_rng(n)
+    hits = [lo <= 1.3 <= hi for lo, hi in
+            (speedup_ci(*draws(rng, n, 1.3), resamples=1000, seed=k)[1:] for k in range(300))]
+    assert 0.90 <= np.mean(hits) <= 1.0, np.mean(hits)  # nominal 95%; 300 trials: +-2.5% standard error
+
+
+def test_verdicts_on_known_differences():
+    rng = np.random.default_rng(7)
+    faster = [verdict(*speedup_ci(*draws(rng, 8, 1.3, drift=0.3, noise=0.05), seed=k)[1:]) for k in range(100)]
+    slower = [verdict(*speedup_ci(*draws(rng, 8, 1 / 1.3, drift=0.3, noise=0.05), seed=k)[1:]) for k in range(100)]
+    same = [verdict(*speedup_ci(*draws(rng, 8, 1.0), seed=k)[1:]) for k in range(200)]
+    assert faster.count(FASTER) >= 95 and slower.count(SLOWER) >= 95
+    assert same.count(SAME) >= 180, {v: same.count(v) for v in set(same)}  # false claims at most ~5%
+
+
+def test_too_few_rounds_draw_no_verdict():
+    sp, lo, hi = speedup_ci([2.0, 2.1, 1.9, 2.0], [1.0, 1.0, 1.1, 0.9])
+    assert sp == pytest.approx(2.0) and np.isnan(lo) and verdict(lo, hi) == TOO_FEW
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 6, 7, 10, 25, 60])
+def test_median_interval_levels(n):
+    x = np.random.default_rng(n).normal(size=n)
+    med, lo, hi, level = median_ci(x)
+    assert med == pytest.approx(np.median(x)) and lo <= med <= hi
+    s = np.sort(x)
+    if n >= 2:
+        k = int(np.flatnonzero(s == lo)[0]) + 1  # 1-based order statistic of the lower end
+        assert hi == s[n - k] and level == pytest.approx(1 - 2 * sps.binom.cdf(k - 1, n, 0.5))
+        assert level >= 0.95 or k == 1  # the widest interval where even that falls short
+
+
+def test_median_interval_covers_the_median():
+    rng = np.random.default_rng(3)
+    hits = [lo <= 0 <= hi for lo, hi in (median_ci(rng.normal(size=12))[1:3] for _ in range(1000))]
+    assert np.mean(hits) >= 0.95 - 0.02
