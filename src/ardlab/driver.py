@@ -133,7 +133,7 @@ def run_comparison(c: Comparison) -> list[dict]:
             for pos, i in enumerate(indices):
                 part = Path(tmp) / f"r{r}-{pos}.csv"
                 v = dataclasses.replace(plans[i], output=str(part), progress=False, group=c.group, round=r,
-                                        position=pos, seed=c.seed)
+                                        position=pos, order_seed=c.seed)
                 bar.set_postfix_str(f"round {r}: {v.label}"[:40])
                 _launch(v, Path(tmp) / f"r{r}-{pos}.json", capture=True)
                 rows.extend(_read(part))

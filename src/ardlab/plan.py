@@ -24,7 +24,7 @@ KINDS = ("bench", "train", "train-tf")
 
 # Fields of the kinds' settings that the plan itself carries (or the rank derives), never among its options.
 PLAN_FIELDS = frozenset({"library", "ranks", "nodes", "tuned", "threads", "progress", "allreduce", "algorithm_label",
-                         "group", "round", "position", "seed"})
+                         "group", "round", "position", "order_seed"})
 LAUNCHERS = ("local", "srun")
 
 
@@ -49,7 +49,7 @@ class RunPlan:
     group: str = ""
     round: int = 0
     position: int = 0
-    seed: int = 0
+    order_seed: int = 0  # the seed of the round's order
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -91,7 +91,7 @@ class RunPlan:
 
     def stamp(self, row: dict) -> dict:
         """`row` with this plan's place in its rounds."""
-        row.update(group=self.group, round=self.round, position=self.position, seed=self.seed)
+        row.update(group=self.group, round=self.round, position=self.position, order_seed=self.order_seed)
         return row
 
 

@@ -22,7 +22,7 @@ from typing import Iterable, Mapping, Sequence
 
 # Where a row stands in its run's paired, interleaved rounds (ardlab.rounds): the comparison group it belongs to,
 # the round, the position of its launch in that round's shuffled order, and the seed of the order.
-ROUND_COLUMNS = ["group", "round", "position", "seed"]
+ROUND_COLUMNS = ["group", "round", "position", "order_seed"]
 
 BENCH_COLUMNS = [
     "library", "library_version", "algorithm", "implementation", "ranks", "nodes", "hostname", "dtype",

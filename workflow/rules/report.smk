@@ -10,10 +10,13 @@ localrules: run_info, report, costmodel, compare, tune  # light: they run where 
 
 rule run_info:
     output: f"{R}/run.yaml"
+    log: f"{R}/logs/run_info.log"
     run:
         from ardlab.study import runinfo
 
         runinfo.write(output[0], config)
+        with open(log[0], "w") as f:
+            print(f"recorded {output[0]}", file=f)
 
 
 rule report:
@@ -48,6 +51,7 @@ rule compare:
     output: [f"{R}/tables/{t}.{ext}" for t in ("reproduce", "reproduce_summary") for ext in ("csv", "md")]
     log: f"{R}/logs/compare.log"
     conda: "../envs/driver.yaml"
-    params: python=sys.executable, reference=config["reference"]
+    params: python=sys.executable, reference=config["reference"], results=results_folder,
     shell:
-        "{params.python} -m ardlab.cli report --compare {params.reference} {R} --output {R}/tables > {log} 2>&1"
+        "{params.python} -m ardlab.cli report --compare {params.reference} {params.results}"
+        " --output {params.results}/tables > {log} 2>&1"

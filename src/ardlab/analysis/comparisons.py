@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from ardlab.analysis.stats import SAME, TOO_FEW, median_ci, speedup_ci, verdict
+from ardlab.analysis.stats import (FASTER, SAME, SLOWER, TOO_FEW, geomean_speedup_ci, median_ci, speedup_ci,
+                                   verdict)
 from ardlab.comm.libraries import DEFAULT, LIBRARIES, TUNED
 
 TUNED_PHASE = "microbench_tuned/"  # groups whose name starts so measure tuned files (ardlab.study.config)
@@ -158,17 +159,27 @@ def tuned(b: pd.DataFrame, t: pd.DataFrame) -> pd.DataFrame:
                                        "speedup_verdict"])
 
 
-def tuned_summary(tu: pd.DataFrame) -> pd.DataFrame:
-    """Per workload, library and comparison: the geometric-mean speedup over sizes or groups and how many
-    were significantly faster, slower or not different."""
+def tuned_summary(b: pd.DataFrame, tu: pd.DataFrame) -> pd.DataFrame:
+    """Per group, library and comparison (default, best single algorithm): the geometric-mean speedup of the
+    tuned file over the sizes (one point per training group) with a bootstrap interval over whole rounds, its
+    verdict, and how many points were significantly faster, slower or not different."""
     rows = []
-    for (workload, lib, versus), g in tu.groupby(["workload", "library", "versus"]):
-        rows.append({"workload": workload, "library": lib, "versus": versus, "points": len(g),
-                     "speedup_geomean": float(np.exp(np.log(g.speedup).mean())),
-                     "faster": int((g.speedup_verdict == "faster").sum()),
-                     "slower": int((g.speedup_verdict == "slower").sum()),
-                     "no_significant_difference": int((g.speedup_verdict == SAME).sum()),
-                     "too_few_rounds": int((g.speedup_verdict == TOO_FEW).sum())})
+    for (group, lib, versus), g in tu.groupby(["group", "library", "versus"]) if len(tu) else ():
+        counts = {v: int((g.speedup_verdict == v).sum()) for v in (FASTER, SLOWER, SAME, TOO_FEW)}
+        if group.startswith(TUNED_PHASE):
+            d = b[(b.group == group) & (b.library == lib)]
+            per_size = {size: _rounds(x, "avg_us") for size, x in d.groupby("size_bytes")}
+            sizes = sorted(set(g.size_bytes))
+            base_col = dict(zip(g.size_bytes, g.versus_algorithm))
+            base = np.column_stack([per_size[z][f"{lib}/{base_col[z]}"].to_numpy() for z in sizes])
+            tuned = np.column_stack([per_size[z][f"{lib}/{TUNED}"].to_numpy() for z in sizes])
+            sp, lo, hi = geomean_speedup_ci(base, tuned)
+        else:
+            (r,) = list(g.itertuples())
+            sp, lo, hi = r.speedup, r.speedup_ci_low, r.speedup_ci_high
+        rows.append({"group": group, "library": lib, "versus": versus, "points": len(g), "speedup_geomean": sp,
+                     "ci_low": lo, "ci_high": hi, "verdict": verdict(lo, hi),
+                     **{f"points_{k.replace(' ', '_')}": n for k, n in counts.items()}})
     return pd.DataFrame(rows)
 
 
@@ -219,3 +230,52 @@ def claims(speedups: pd.DataFrame, across: pd.DataFrame, train: pd.DataFrame, tu
         rows.append(("tuned_speedup", r.group, what, r.library, TUNED, r.versus, r.speedup, r.speedup_ci_low,
                      r.speedup_ci_high, r.speedup_verdict))
     return pd.DataFrame(rows, columns=[*CLAIM_KEYS, "speedup", "ci_low", "ci_high", "verdict"])
+
+
+def headline(speedups: pd.DataFrame, across: pd.DataFrame, train: pd.DataFrame,
+             tuned_sum: pd.DataFrame) -> pd.DataFrame:
+    """The study's headline numbers, each with its interval and verdict: per library the largest significant
+    speedup over its default; the largest significant gap between the best and the worst (library, algorithm);
+    the best against each library's default; each tuned file against the default and the best single algorithm;
+    and per training framework the same against the default and across libraries."""
+    rows = []
+
+    def add(claim, where, r, prefix):
+        rows.append({"claim": claim, "where": where, "speedup": r[prefix], "ci_low": r[f"{prefix}_ci_low"],
+                     "ci_high": r[f"{prefix}_ci_high"], "verdict": r[f"{prefix}_verdict"]})
+
+    def largest_significant(df, prefix):
+        sig = df[df[f"{prefix}_verdict"] == FASTER]
+        return sig.loc[sig[prefix].idxmax()] if len(sig) else None
+
+    for lib, g in speedups.groupby("library") if len(speedups) else ():
+        r = largest_significant(g[g.algorithm != DEFAULT], "speedup_vs_default")
+        if r is not None:
+            add(f"microbenchmark, {lib}: largest significant speedup of an algorithm over the default",
+                f"{r.algorithm} at {int(r.size_bytes)} B, {r.group}", r, "speedup_vs_default")
+    if len(across):
+        r = largest_significant(across, "speedup_vs_worst")
+        if r is not None:
+            add("microbenchmark: largest significant speedup of the best library+algorithm over the worst",
+                f"{r.best} over {r.worst} at {int(r.size_bytes)} B, {r.group}", r, "speedup_vs_worst")
+        for lib in LIBRARIES:
+            if f"speedup_vs_{lib}_default" in across:
+                r = largest_significant(across, f"speedup_vs_{lib}_default")
+                if r is not None:
+                    add(f"microbenchmark: largest significant speedup of the best library+algorithm over {lib}'s "
+                        "default", f"{r.best} at {int(r.size_bytes)} B, {r.group}", r, f"speedup_vs_{lib}_default")
+    for r in tuned_sum.itertuples() if len(tuned_sum) else ():
+        rows.append({"claim": f"tuned file of {r.library} against the {r.versus} (geometric mean over "
+                              f"{'sizes' if r.group.startswith(TUNED_PHASE) else 'the group'})",
+                     "where": r.group, "speedup": r.speedup_geomean, "ci_low": r.ci_low, "ci_high": r.ci_high,
+                     "verdict": r.verdict})
+    for (group, fw), g in train.groupby(["group", "framework"]) if len(train) else ():
+        singles = g[~g.algorithm.isin([DEFAULT, TUNED])]
+        for lib, gl in singles.groupby("library"):
+            r = gl.loc[gl.speedup_vs_default.idxmax()]
+            add(f"training, {fw}, {lib}: best algorithm over the default", f"{r.algorithm}, {group}", r,
+                "speedup_vs_default")
+        best = g.loc[g.img_per_s.idxmax()]
+        add(f"training, {fw}: best library+algorithm over the worst",
+            f"{best.library}/{best.algorithm} over {best.worst}, {group}", best, "speedup_vs_worst")
+    return pd.DataFrame(rows, columns=["claim", "where", "speedup", "ci_low", "ci_high", "verdict"])

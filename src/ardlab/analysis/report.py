@@ -13,6 +13,8 @@ between variants measured in the same paired, interleaved rounds, with 95% inter
 - tuned_speedup / tuned_speedup_points: the tuned selection files against each library's default and against the
   best single algorithm measured in the same rounds (summary; per size or training group);
 - drift: each library default's reference per round and whether it moved monotonically over the run;
+- headline: the study's headline numbers (largest significant speedups over the default and across libraries,
+  tuned files, training), each with its interval and verdict;
 - claims: every comparison with its interval and verdict (``ardlab report --compare`` matches them across runs).
 
 Figures in <results>/figures/measured (``figures``).
@@ -34,7 +36,7 @@ from ardlab.results import save_frame
 MICROBENCH_TABLES = ("microbench_speedup", "microbench_across_libraries", "best_algorithm_ranges")
 TRAINING_TABLE = "training_throughput"
 TUNED_TABLES = ("tuned_speedup", "tuned_speedup_points")
-ALWAYS = ("drift", "claims")
+ALWAYS = ("headline", "drift", "claims")
 
 
 def tables_made(*, microbench: bool, training: bool, tuned: bool) -> list[str]:
@@ -49,10 +51,12 @@ def analyse(b: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
     across = cmp.across_libraries(b) if len(b) else pd.DataFrame()
     train = cmp.training(t) if len(t) else pd.DataFrame()
     tu = cmp.tuned(b, t)
+    tuned_sum = cmp.tuned_summary(b, tu)
     out = {"microbench_speedup": speedups, "microbench_across_libraries": across,
            "best_algorithm_ranges": cmp.best_ranges(speedups) if len(speedups) else pd.DataFrame(),
-           TRAINING_TABLE: train, "tuned_speedup": cmp.tuned_summary(tu), "tuned_speedup_points": tu,
-           "drift": cmp.drift(b, t), "claims": cmp.claims(speedups, across, train, tu)}
+           TRAINING_TABLE: train, "tuned_speedup": tuned_sum, "tuned_speedup_points": tu,
+           "drift": cmp.drift(b, t), "claims": cmp.claims(speedups, across, train, tu),
+           "headline": cmp.headline(speedups, across, train, tuned_sum)}
     return out
 
 

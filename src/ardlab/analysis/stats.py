@@ -70,6 +70,32 @@ def speedup_ci(baseline, variant, confidence: float = CONFIDENCE, resamples: int
     return point, float(lo), float(hi)
 
 
+def geomean_speedup_ci(baseline, variant, confidence: float = CONFIDENCE, resamples: int = BOOTSTRAP,
+                       seed: int = 0) -> tuple[float, float, float]:
+    """(speedup, lower, upper): the geometric mean over points (columns: sizes) of median(baseline) /
+    median(variant), rounds in rows, with a bootstrap interval that resamples whole rounds (every point of a
+    round together, as they were measured). Columns with a NaN are dropped."""
+    b, v = np.asarray(baseline, dtype=float), np.asarray(variant, dtype=float)
+    if b.shape != v.shape or b.ndim != 2:
+        raise ValueError(f"paired round x point matrices needed, got {b.shape} and {v.shape}")
+    keep = ~(np.isnan(b).any(axis=0) | np.isnan(v).any(axis=0))
+    b, v = b[:, keep], v[:, keep]
+    if b.shape[1] == 0:
+        return (np.nan,) * 3
+
+    def gm(bb, vv):
+        return np.exp(np.mean(np.log(np.median(bb, axis=-2) / np.median(vv, axis=-2)), axis=-1))
+
+    point = float(gm(b, v))
+    if b.shape[0] < MIN_ROUNDS:
+        return point, np.nan, np.nan
+    idx = np.random.default_rng(seed).integers(0, b.shape[0], size=(resamples, b.shape[0]))
+    ratios = gm(b[idx], v[idx])
+    alpha = (1 - confidence) / 2
+    lo, hi = np.quantile(ratios, [alpha, 1 - alpha])
+    return point, float(lo), float(hi)
+
+
 def verdict(lower: float, upper: float) -> str:
     """FASTER where the whole interval is above 1, SLOWER where it is below, SAME where it contains 1, TOO_FEW
     where there is no interval (NaN)."""
