@@ -7,6 +7,7 @@ library x algorithm x scale x model of the config, tuned selection files, cost m
 The config is validated (schema + ardlab's tables) before any job is planned.
 """
 
+import json
 import sys
 
 from snakemake.utils import min_version

@@ -11,12 +11,9 @@ localrules: run_info, report, costmodel, compare, tune  # light: they run where 
 rule run_info:
     output: f"{R}/run.yaml"
     log: f"{R}/logs/run_info.log"
-    run:
-        from ardlab.study import runinfo
-
-        runinfo.write(output[0], config)
-        with open(log[0], "w") as f:
-            print(f"recorded {output[0]}", file=f)
+    conda: "../envs/driver.yaml"
+    params: python=sys.executable, config=json.dumps(config)
+    shell: "{params.python} -m ardlab.study.runinfo {output} {params.config:q} > {log} 2>&1"
 
 
 rule report:
