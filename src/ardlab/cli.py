@@ -10,7 +10,6 @@ process (``ardlab.rank``). Choice lists come from ardlab's registries, never typ
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -105,13 +104,10 @@ def _bench_allreduce(args: argparse.Namespace) -> int:
 
         rows = execute(plan)
     else:
+        from ardlab.bench.allreduce import comparison
         from ardlab.driver import run_comparison
-        from ardlab.plan import Comparison
 
-        each = [dataclasses.replace(plan, output=None, options={**plan.options, "algorithms": [n]})
-                for n in plan.options["algorithms"]]
-        rows = run_comparison(Comparison(f"{lib}/n{nodes}-r{ranks}", each, rounds=args.rounds, seed=args.seed,
-                                         output=plan.output, progress=plan.progress))
+        rows = run_comparison(comparison(plan, rounds=args.rounds, seed=args.seed))
     if rows is not None:  # rank 0, or the driver
         _print_latencies(rows)
         if plan.output:

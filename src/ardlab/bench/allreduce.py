@@ -16,11 +16,12 @@ import datetime as _dt
 import os
 import socket
 import sys
+import dataclasses
 from dataclasses import asdict, dataclass
 
 from ardlab.comm.libraries import (DEFAULT, TUNED, Algorithm, algorithm, algorithms,
                                    forced_algorithm, library)
-from ardlab.plan import PLAN_FIELDS, RunPlan
+from ardlab.plan import PLAN_FIELDS, Comparison, RunPlan
 
 DTYPES = ("float32", "float64", "int32", "int64")
 
@@ -139,6 +140,15 @@ def run_plan(library_name: str, *, ranks: int, sizes: list[int], algorithms: lis
                   skip_inapplicable=skip_inapplicable, tuned=tuned)
     options = {k: v for k, v in asdict(p).items() if k not in PLAN_FIELDS}
     return RunPlan("bench", p.library, p.ranks, nodes=p.nodes, tuned=p.tuned, options=options, **run)
+
+
+def comparison(plan: RunPlan, *, rounds: int = 1, seed: int = 0) -> Comparison:
+    """A microbenchmark plan as a comparison: one variant (one launch per round) per algorithm, the rows of all
+    written to the plan's output."""
+    each = [dataclasses.replace(plan, output=None, options={**plan.options, "algorithms": [n]})
+            for n in plan.options["algorithms"]]
+    return Comparison(f"{plan.library}/n{plan.nodes}-r{plan.ranks}", each, rounds=rounds, seed=seed,
+                      output=plan.output, progress=plan.progress)
 
 
 # ----------------------------------------------------------------------------------------------- inner

@@ -2,7 +2,7 @@
 
     python -m ardlab.bench.own_vs_native [--libraries mpich,openmpi,intelmpi] [--ranks 2] [--repeat 3]
 
-For every library: a sweep of all algorithms at the same sizes in one run (4 B and 1-16 MiB), repeated;
+For every library: all algorithms at the same sizes (4 B and 1-16 MiB) in paired, interleaved rounds;
 per size the median time of each algorithm. Prints, per library, (a) own / best-native time at >= 1 MiB
 (target <= 1.25) and (b) our per-call overhead at 4 B over the best native (target < 30 us).
 Noisy machine: only ratios measured in this one run mean anything.
@@ -21,14 +21,14 @@ SIZES = [4, 1 << 20, 4 << 20, 16 << 20]
 def run(libraries: list[str], ranks: int, repeat: int):
     import pandas as pd
 
-    from ardlab.bench.allreduce import run_plan
-    from ardlab.driver import run_bench
+    from ardlab.bench.allreduce import comparison, run_plan
+    from ardlab.driver import run_comparison
 
     frames = []
-    for r in range(repeat):
-        for lib in libraries:
-            rows = run_bench(run_plan(lib, sweep=True, sizes=SIZES, ranks=ranks, progress=False))
-            frames.append(pd.DataFrame(rows).astype({"size_bytes": int, "avg_us": float}).assign(repeat=r))
+    for lib in libraries:  # paired rounds: every algorithm of the library once per round, in a shuffled order
+        rows = run_comparison(comparison(run_plan(lib, sweep=True, sizes=SIZES, ranks=ranks, progress=False),
+                                         rounds=repeat))
+        frames.append(pd.DataFrame(rows).astype({"size_bytes": int, "avg_us": float}))
     return pd.concat(frames)
 
 
