@@ -77,7 +77,10 @@ def comparison(job: Job, config: dict, output: str) -> Comparison:
     """The validated comparison of a job: its group's variants, this round, the config's seed."""
     libs = config["libraries"]
     variants = [_variant(job, config, lib, name) for lib in libs for name in variant_names(job, config, lib)]
-    selected = [tuned_file(config, lib) for lib in libs if TUNED in variant_names(job, config, lib)]
+    # The tuned phase measures every algorithm a tuned file selects beside it (per size, the best single one is
+    # among them); a training group measures the tuned file beside its configured algorithms only (a launch costs
+    # seconds there, and the best single algorithm of the group is the best of those).
+    selected = [tuned_file(config, lib) for lib in libs] if job.kind == "microbench_tuned" else []
     return Comparison(job.group, variants, rounds=1, first_round=job.round, seed=config["seed"], output=output,
                       selected_from=selected, progress=False)
 
@@ -118,7 +121,7 @@ def runtime_minutes(job: Job, config: dict) -> int:
     """Slurm time limit of a job: a timeout per launch (the variants, and at most every selectable algorithm
     of each library that a tuned file may add), plus start-up."""
     launches = sum(len(variant_names(job, config, lib)) for lib in config["libraries"])
-    if job.kind == "microbench_tuned" or tuned_rerun(config, job.kind):
+    if job.kind == "microbench_tuned":
         launches += sum(sum(a.selectable for a in library(lib).algorithms.values()) for lib in config["libraries"])
     return int(launches * config[_section(job)]["timeout_s"] // 60) + 10
 
