@@ -13,6 +13,7 @@ rule microbench:
     conda: "../envs/driver.yaml"
     params: cmd=measure_command("microbench")
     threads: 1
+    retries: 1  # a launch that fails (seen: Open MPI's PMIx listener failing to start) redoes the whole round
     resources: measure=1, mpi=MPI, runtime=job_resource("microbench", "runtime"), nodes=job_resource("microbench", "nodes"),
         tasks=job_resource("microbench", "tasks"), cpus_per_task=job_resource("microbench", "cpus_per_task"),
         mem_mb=job_resource("microbench", "mem_mb"),
@@ -26,6 +27,7 @@ rule microbench_tuned:
     conda: "../envs/driver.yaml"
     params: cmd=measure_command("microbench_tuned")
     threads: 1
+    retries: 1  # a launch that fails (seen: Open MPI's PMIx listener failing to start) redoes the whole round
     resources: measure=1, mpi=MPI, runtime=job_resource("microbench_tuned", "runtime"), nodes=job_resource("microbench_tuned", "nodes"),
         tasks=job_resource("microbench_tuned", "tasks"), cpus_per_task=job_resource("microbench_tuned", "cpus_per_task"),
         mem_mb=job_resource("microbench_tuned", "mem_mb"),
@@ -39,6 +41,7 @@ rule train:
     conda: "../envs/driver.yaml"
     params: cmd=measure_command("train")
     threads: 1
+    retries: 1  # a launch that fails (seen: Open MPI's PMIx listener failing to start) redoes the whole round
     resources: measure=1, mpi=MPI, runtime=job_resource("train", "runtime"), nodes=job_resource("train", "nodes"),
         tasks=job_resource("train", "tasks"), cpus_per_task=job_resource("train", "cpus_per_task"),
         mem_mb=job_resource("train", "mem_mb"),
@@ -52,6 +55,7 @@ rule horovod:
     conda: "../envs/driver.yaml"
     params: cmd=measure_command("horovod")
     threads: 1
+    retries: 1  # a launch that fails (seen: Open MPI's PMIx listener failing to start) redoes the whole round
     resources: measure=1, mpi=MPI, runtime=job_resource("horovod", "runtime"), nodes=job_resource("horovod", "nodes"),
         tasks=job_resource("horovod", "tasks"), cpus_per_task=job_resource("horovod", "cpus_per_task"),
         mem_mb=job_resource("horovod", "mem_mb"),
