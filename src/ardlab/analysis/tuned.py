@@ -2,7 +2,7 @@
 
 From microbenchmark rows (the library's forced algorithms that a selection file can name, one rank count;
 not 'default', not ours) the best algorithm per measured size is found
-(median over repetitions), neighbouring sizes with the same winner merge into ranges, and the ranges are
+(median over rounds), neighbouring sizes with the same winner merge into ranges, and the ranges are
 written in the library's own format:
 
 - Open MPI: a coll/tuned dynamic rules file (``OMPI_MCA_coll_tuned_dynamic_rules_filename``);
