@@ -8,6 +8,7 @@ The config is validated (schema + ardlab's tables) before any job is planned.
 """
 
 import json
+import os
 import sys
 
 from snakemake.utils import min_version

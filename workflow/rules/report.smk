@@ -48,7 +48,8 @@ rule compare:
     output: [f"{R}/tables/{t}.{ext}" for t in ("reproduce", "reproduce_summary") for ext in ("csv", "md")]
     log: f"{R}/logs/compare.log"
     conda: "../envs/driver.yaml"
-    params: python=sys.executable, reference=config["reference"], results=results_folder,
+    params: python=sys.executable, results=results_folder,
+        reference=lambda wc, input: os.path.dirname(input.reference),
     shell:
         "{params.python} -m ardlab.cli report --compare {params.reference} {params.results}"
         " --output {params.results}/tables > {log} 2>&1"
