@@ -183,24 +183,29 @@ def tuned_summary(b: pd.DataFrame, tu: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def references(b: pd.DataFrame, t: pd.DataFrame):
+    """(group, library, measure, per-round frame) for each library default: its reference per round (the geometric
+    mean over sizes of its time, or its img/s) and the round's start, in the order the rounds ran."""
+    for df, value in ((b, "avg_us"), (t, "img_per_s")):
+        d = df[df.algorithm == DEFAULT] if len(df) else df
+        for (group, lib), g in (d.groupby(["group", "library"]) if len(d) else ()):
+            per = g.groupby("round").agg(ref=(value, lambda v: float(np.exp(np.log(v).mean()))),
+                                         started=("started_at", "min")).sort_values("started")
+            yield group, lib, value, per
+
+
 def drift(b: pd.DataFrame, t: pd.DataFrame) -> pd.DataFrame:
     """Each library default's reference per round: the geometric mean over sizes of its time (microbenchmark)
     or its img/s (training), against the round's start. Flagged where it moved monotonically over the run
     (Spearman's rank correlation with the start time, p < 0.05) -- the drift pairing removes from comparisons."""
     rows = []
-    for df, value in ((b, "avg_us"), (t, "img_per_s")):
-        if df.empty:
-            continue
-        d = df[df.algorithm == DEFAULT]
-        for (group, lib), g in d.groupby(["group", "library"]):
-            per = g.groupby("round").agg(ref=(value, lambda v: float(np.exp(np.log(v).mean()))),
-                                         started=("started_at", "min")).sort_values("started")
-            rho, p = (sps.spearmanr(np.arange(len(per)), per.ref) if len(per) >= 3 and per.ref.nunique() > 1
-                      else (np.nan, np.nan))
-            rows.append({"group": group, "library": lib, "measure": value, "rounds": len(per),
-                         "reference_median": float(per.ref.median()), "reference_min": float(per.ref.min()),
-                         "reference_max": float(per.ref.max()), "spread": float(per.ref.max() / per.ref.min()),
-                         "trend_rho": float(rho), "trend_p": float(p), "flagged": bool(p < 0.05)})
+    for group, lib, value, per in references(b, t):
+        rho, p = (sps.spearmanr(np.arange(len(per)), per.ref) if len(per) >= 3 and per.ref.nunique() > 1
+                  else (np.nan, np.nan))
+        rows.append({"group": group, "library": lib, "measure": value, "rounds": len(per),
+                     "reference_median": float(per.ref.median()), "reference_min": float(per.ref.min()),
+                     "reference_max": float(per.ref.max()), "spread": float(per.ref.max() / per.ref.min()),
+                     "trend_rho": float(rho), "trend_p": float(p), "flagged": bool(p < 0.05)})
     return pd.DataFrame(rows)
 
 

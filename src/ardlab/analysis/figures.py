@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ardlab.analysis.comparisons import references
 from ardlab.bench.sizes import format_size
 from ardlab.comm.libraries import DEFAULT, LIBRARIES, TUNED
 
@@ -90,13 +91,8 @@ def make(speedups: pd.DataFrame, train: pd.DataFrame, b: pd.DataFrame, t: pd.Dat
         ax.grid(True, axis="x", alpha=0.3)
         save(fig, f"training_{model}_r{ranks}")
 
-    refs = []
-    for df, value in ((b, "avg_us"), (t, "img_per_s")):
-        d = df[df.algorithm == DEFAULT] if len(df) else df
-        for (group, lib), g in (d.groupby(["group", "library"]) if len(d) else ()):
-            per = g.groupby("round").agg(ref=(value, lambda v: float(np.exp(np.log(v).mean()))),
-                                         started=("started_at", "min"))
-            refs.append((f"{group} {lib}", pd.to_datetime(per.started), per.ref / per.ref.median()))
+    refs = [(f"{group} {lib}", pd.to_datetime(per.started), per.ref / per.ref.median())
+            for group, lib, _, per in references(b, t)]
     if refs:
         fig, ax = plt.subplots(figsize=(9, 5))
         for label, when, ref in refs:
