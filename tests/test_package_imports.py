@@ -13,6 +13,7 @@ SRC = Path(ardlab.__file__).resolve().parent
 LAYERS = [
     "ardlab.results",  # column lists, atomic writes, tables: imports nothing of ardlab
     "ardlab.comm",  # the library/algorithm table, launching, our own Allreduce algorithms
+    "ardlab.cluster",  # the emulated multi-node Slurm cluster (namespaces, daemons)
     "ardlab.rounds",  # the seeded order of each round of a comparison
     "ardlab.plan",  # the run plan from driver to ranks
     "ardlab.driver",  # starts the ranks of a plan

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ardlab.comm.libraries import DEFAULT, LIBRARIES, OWN_ALGORITHMS
+from ardlab.plan import LAUNCHERS
 
 # --------------------------------------------------------------------------------------------- handlers
 
@@ -56,7 +57,7 @@ def _probe(args: argparse.Namespace) -> int:
 def _launch_settings(args: argparse.Namespace) -> dict:
     """The RunPlan fields every measuring subcommand takes from its command line."""
     return {"timeout_s": args.timeout, "output": str(args.output) if args.output else None,
-            "progress": not args.no_progress, "threads": args.threads}
+            "progress": not args.no_progress, "threads": args.threads, "launcher": args.launcher}
 
 
 def _mpi_world() -> tuple[str, int, int]:
@@ -79,7 +80,9 @@ def _library(args: argparse.Namespace) -> tuple[str, int, int]:
         return lib, ranks, nodes
     if not args.library:
         raise ValueError(f"--library is required (one of: {', '.join(LIBRARIES)}) unless --in-mpi")
-    return args.library, args.ranks, 1
+    if args.nodes > 1 and args.launcher != "srun":
+        raise ValueError(f"--nodes {args.nodes} needs --launcher srun (the local launcher runs on one node)")
+    return args.library, args.ranks, args.nodes
 
 
 def _bench_allreduce(args: argparse.Namespace) -> int:
@@ -159,12 +162,12 @@ TRAIN_OPTIONS = ("model", "dataset", "data_path", "classes", "batch_per_rank", "
 def _train(args: argparse.Namespace) -> int:
     from ardlab.nn.trainer import run_plan
 
-    lib, ranks, _ = _library(args)
+    lib, ranks, nodes = _library(args)
     options = {k: getattr(args, k) for k in TRAIN_OPTIONS}
     options["input_shape"] = [int(v) for v in args.input_shape.split("x")] if args.input_shape else None
     options["bucket_bytes"] = int(args.bucket_mb * (1 << 20))
-    plan = run_plan(lib, ranks=ranks, algorithm=args.algorithm, tuned=args.tuned, options=options,
-                      **_launch_settings(args))
+    plan = run_plan(lib, ranks=ranks, algorithm=args.algorithm, tuned=args.tuned, options=options, nodes=nodes,
+                    **_launch_settings(args))
     return _execute(plan, args.in_mpi)
 
 
@@ -178,8 +181,8 @@ def _train_tf(args: argparse.Namespace) -> int:
 
     if args.in_mpi:
         require_horovod()
-    lib, ranks, _ = _library(args)
-    settings = _launch_settings(args)
+    lib, ranks, nodes = _library(args)
+    settings = {**_launch_settings(args), "nodes": nodes}
     if args.in_mpi and not args.threads:  # the launcher's thread setting, as TensorFlow's thread pools
         settings["threads"] = int(os.environ.get("OMP_NUM_THREADS", "0")) or None
     plan = run_plan(lib, ranks=ranks, algorithm=args.algorithm, tuned=args.tuned,
@@ -274,6 +277,10 @@ def _launch_arguments(s: argparse.ArgumentParser, *, ranks: int, threads: int | 
     """The options of a measuring subcommand that say how and where it runs (become RunPlan fields)."""
     s.add_argument("--library", choices=list(LIBRARIES), help="the MPI library (detected with --in-mpi)")
     s.add_argument("--ranks", type=int, default=ranks, help="processes to launch (driver mode)")
+    s.add_argument("--nodes", type=int, default=1, help="nodes to spread them over (driver mode, --launcher srun)")
+    s.add_argument("--launcher", choices=LAUNCHERS, default="local",
+                   help="local: the environment's mpiexec on this machine; srun: Slurm's srun with the table's PMI "
+                   "(on a cluster, or the emulated one: `ardlab cluster up`)")
     s.add_argument("--threads", type=int, default=threads, help=threads_help)
     s.add_argument("--timeout", type=float, help="seconds per launch before it is killed (driver mode)")
     s.add_argument("--in-mpi", action="store_true", help="already started by mpiexec/srun: run in place")

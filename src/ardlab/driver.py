@@ -65,7 +65,7 @@ def command(plan: RunPlan, plan_file: Path) -> tuple[list[str], dict[str, str]]:
         inner = [str(launch.require_env(plan.library) / "bin" / "python"), "-m", "ardlab.rank", "--plan",
                  str(plan_file)]
     argv = ["srun", f"--mpi={plan.srun_mpi or lib.srun_mpi}", "-n", str(plan.ranks), "-N", str(plan.nodes), *inner]
-    return argv, {**os.environ, **extra}
+    return argv, {**lib.srun_env, **os.environ, **extra}
 
 
 def _launch(plan: RunPlan, plan_file: Path, capture: bool) -> subprocess.CompletedProcess:

@@ -40,10 +40,12 @@ def execute(plan: RunPlan) -> list[dict] | None:
         os.environ.update(thread_env(plan.threads))  # for runtimes that read them when they load
     if plan.kind == "bench":
         return _bench(plan)
+    nodes = len(set(MPI.COMM_WORLD.allgather(MPI.Get_processor_name())))
     row = _train(plan) if plan.kind == "train" else _train_tf(plan)
     if row is None:  # not rank 0
         return None
     plan.stamp(row)
+    row["nodes"] = nodes
     if plan.output:
         write_csv(plan.output, TRAIN_COLUMNS, [row])
     print(", ".join(f"{k}={row[k]}" for k in SHOWN[plan.kind]), flush=True)

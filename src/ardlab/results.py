@@ -24,16 +24,32 @@ from typing import Iterable, Mapping, Sequence
 # the round, the position of its launch in that round's shuffled order, and the seed of the order.
 ROUND_COLUMNS = ["group", "round", "position", "order_seed"]
 
+# The network a row was measured on: the link rate of the emulated cluster it ran on ("none": unlimited; empty:
+# not an emulated cluster, so unknown), and for the microbenchmark the bytes sent per Allreduce on the nodes'
+# network interface (all nodes together, and the node that sent most; empty on one node).
+NETWORK_COLUMNS = ["link_rate"]
+TRAFFIC_COLUMNS = ["net_tx_bytes_per_call", "net_tx_max_node_bytes_per_call"]
+
 BENCH_COLUMNS = [
     "library", "library_version", "algorithm", "implementation", "ranks", "nodes", "hostname", "dtype",
     "size_bytes", "iterations", "avg_us", "min_us", "max_us", "knobs", "started_at", *ROUND_COLUMNS,
+    *NETWORK_COLUMNS, *TRAFFIC_COLUMNS,
 ]
 
 TRAIN_COLUMNS = [
     "framework", "model", "dataset", "library", "library_version", "algorithm", "parallel_mode", "ranks",
     "batch_per_rank", "steps", "img_per_s", "img_per_s_ci95", "compute_s", "allreduce_s", "wait_s",
     "final_loss", "final_accuracy", "final_top5_accuracy", "knobs", "started_at", *ROUND_COLUMNS,
+    "nodes", *NETWORK_COLUMNS,
 ]
+
+# Earlier headers a reader still accepts, with the values the columns added since take in them: files of those
+# versions were written by the local launcher only (one node, no emulated network).
+EARLIER_COLUMNS = {
+    "bench": (BENCH_COLUMNS[: -len(NETWORK_COLUMNS) - len(TRAFFIC_COLUMNS)],
+              dict.fromkeys([*NETWORK_COLUMNS, *TRAFFIC_COLUMNS], "")),
+    "train": (TRAIN_COLUMNS[: -1 - len(NETWORK_COLUMNS)], {"nodes": "1", **dict.fromkeys(NETWORK_COLUMNS, "")}),
+}
 
 # `ardlab train --layer-timing FILE`: seconds per step, one row a layer (the optimizer update as its own row).
 LAYER_TIMING_COLUMNS = ["layer", "forward_s", "backward_s", "allreduce_s", "wait_s", "update_s"]

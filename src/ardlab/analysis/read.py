@@ -7,18 +7,21 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from ardlab.results import BENCH_COLUMNS, TRAIN_COLUMNS
+from ardlab.results import BENCH_COLUMNS, EARLIER_COLUMNS, TRAIN_COLUMNS
 
 NUMERIC = {"ranks", "nodes", "size_bytes", "iterations", "avg_us", "min_us", "max_us", "batch_per_rank", "steps",
            "img_per_s", "img_per_s_ci95", "compute_s", "allreduce_s", "wait_s", "final_loss", "final_accuracy",
-           "final_top5_accuracy"}
+           "final_top5_accuracy", "net_tx_bytes_per_call", "net_tx_max_node_bytes_per_call"}
 
 
-def read(paths: Iterable[str | Path], columns: Sequence[str]) -> pd.DataFrame:
-    """Concatenate CSVs that each have exactly `columns`; ValueError naming a file that does not."""
+def read(paths: Iterable[str | Path], columns: Sequence[str], earlier: tuple | None = None) -> pd.DataFrame:
+    """Concatenate CSVs that each have exactly `columns` (or the `earlier` header, whose missing columns take
+    their given values); ValueError naming a file that has neither."""
     frames = []
     for path in map(Path, paths):
         df = pd.read_csv(path, dtype=str, keep_default_na=False)
+        if earlier is not None and list(df.columns) == list(earlier[0]):
+            df = df.assign(**earlier[1])
         if list(df.columns) != list(columns):
             raise ValueError(f"{path}: columns {list(df.columns)} are not the expected {list(columns)}")
         df["source"] = str(path)
@@ -32,8 +35,8 @@ def read(paths: Iterable[str | Path], columns: Sequence[str]) -> pd.DataFrame:
 
 
 def bench(paths: Iterable[str | Path]) -> pd.DataFrame:
-    return read(paths, BENCH_COLUMNS)
+    return read(paths, BENCH_COLUMNS, EARLIER_COLUMNS["bench"])
 
 
 def train(paths: Iterable[str | Path]) -> pd.DataFrame:
-    return read(paths, TRAIN_COLUMNS)
+    return read(paths, TRAIN_COLUMNS, EARLIER_COLUMNS["train"])

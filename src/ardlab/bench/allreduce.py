@@ -154,6 +154,30 @@ def comparison(plan: RunPlan, *, rounds: int = 1, seed: int = 0) -> Comparison:
 # ----------------------------------------------------------------------------------------------- inner
 
 
+TRAFFIC_CALLS = 2  # untimed calls whose interface bytes are counted, after the timed ones
+
+
+def _traffic(comm, call, x, y, leader: bool, nodes: int) -> list[float] | None:
+    """On rank 0, the bytes each node sent on its interface per call, over TRAFFIC_CALLS untimed calls between two
+    barriers (None on one node, where nothing crosses a network, or where a node lacks the interface)."""
+    from ardlab.comm.traffic import tx_bytes
+
+    if nodes < 2:
+        return None
+    comm.Barrier()
+    before = tx_bytes() if leader else None
+    for _ in range(TRAFFIC_CALLS):
+        call(x, y)
+    comm.Barrier()
+    after = tx_bytes() if leader else None
+    mine = (after - before) / TRAFFIC_CALLS if leader and before is not None else None
+    counts = comm.gather((leader, mine), root=0)
+    if comm.Get_rank() != 0:
+        return None
+    sent = [value for is_leader, value in counts if is_leader]
+    return None if any(v is None for v in sent) else sent
+
+
 def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
     """Run inside MPI: measure every (algorithm, size) of the plan; rows are returned on rank 0."""
     import numpy as np
@@ -169,6 +193,7 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
         raise RuntimeError(f"this process runs {lib.display}, but the plan is for {library(plan.library).display}")
     hosts = comm.allgather(socket.gethostname())
     nodes = len(set(hosts))
+    leader = hosts.index(hosts[rank]) == rank  # the lowest rank of each node reads its interface counter
     for name in plan.algorithms:
         if name == TUNED and forced_algorithm(lib.name, os.environ) != TUNED:
             raise RuntimeError(f"a tuned run needs the settings {', '.join(lib.tuning_env)} at launch")
@@ -229,6 +254,7 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
                 )
         mean_us = total / iters * 1e6
         stats = comm.gather(mean_us, root=0)
+        sent = _traffic(comm, call, x, y, leader, nodes)
         if rank == 0:
             rows.append({
                 "library": lib.name, "library_version": version, "algorithm": name,
@@ -236,6 +262,8 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
                 "dtype": dtype.name, "size_bytes": nbytes, "iterations": iters,
                 "avg_us": f"{sum(stats) / len(stats):.3f}", "min_us": f"{min(stats):.3f}",
                 "max_us": f"{max(stats):.3f}", "knobs": knobs, "started_at": started,
+                "net_tx_bytes_per_call": f"{sum(sent):.0f}" if sent else "",
+                "net_tx_max_node_bytes_per_call": f"{max(sent):.0f}" if sent else "",
             })
         if bar:
             bar.update()

@@ -25,6 +25,8 @@ from typing import Callable, Mapping
 from ardlab.comm.ranks import pof2_floor
 
 DEFAULT = "default"
+# Debian's PMI-2 client library (package libpmi2-0), which Intel MPI loads under srun --mpi=pmi2.
+PMI2_LIBRARY = "/usr/lib/x86_64-linux-gnu/libpmi2.so.0"
 TUNED = "tuned"  # the label of runs that use a tuned selection file (ardlab.analysis.tuned) instead of forcing
 
 
@@ -93,6 +95,11 @@ class Library:
     tuning_env: Mapping[str, str]
     tuning_suffix: str  # file name suffix of the tuned selection file
     notes: str = ""
+    # Settings the ranks need under `srun --mpi=<srun_mpi>` (a value the caller's environment already has wins:
+    # a site's own PMI library, say).
+    srun_env: Mapping[str, str] = field(default_factory=dict)
+    # What the tests proved of `srun --mpi=<srun_mpi>` on the emulated cluster (tests/test_cluster.py).
+    srun_proof: str = ""
 
     def tuned_env(self, path: str | os.PathLike) -> dict[str, str]:
         """The settings that make this library use the tuned selection in `path`."""
@@ -138,6 +145,8 @@ def _impi_alg(name: str, number: int, description: str, **kw) -> Algorithm:
     return _native(name, description, {"I_MPI_ADJUST_ALLREDUCE": str(number)}, **kw)
 
 
+_SRUN_PROOF = ("emulated cluster (tests/test_cluster.py): 2 distinct MPI.Get_processor_name() on 2 nodes, "
+               "and every forced algorithm runs across nodes with eth0 bytes matching its traffic model")
 _DEFAULT_DOC = "nothing forced: the library's own per-call selection"
 
 MPICH = Library(
@@ -177,6 +186,7 @@ MPICH = Library(
     },
     pmi="srun --mpi=pmi2 (MPICH's hydra/PMI-1/2 client); or the image's mpiexec inside one allocation",
     srun_mpi="pmi2",
+    srun_proof=_SRUN_PROOF,
     # The JSON replaces MPICH's whole built-in selection tree, so it must cover every collective.
     tuning_env={"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": "{path}", "MPIR_CVAR_DEVICE_COLLECTIVES": "none"},
     tuning_suffix=".json",
@@ -223,6 +233,7 @@ OPENMPI = Library(
     },
     pmi="srun --mpi=pmix (Open MPI 5 speaks PMIx only); or the image's mpirun inside one allocation",
     srun_mpi="pmix",
+    srun_proof=_SRUN_PROOF,
     tuning_env={"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_dynamic_rules_filename": "{path}",
                 "OMPI_MCA_coll": "^han"},
     tuning_suffix=".rules",
@@ -274,6 +285,8 @@ INTELMPI = Library(
     srun_mpi="pmi2",
     tuning_env={"I_MPI_ADJUST_ALLREDUCE": "{contents}"},
     tuning_suffix=".adjust",
+    srun_env={"I_MPI_PMI_LIBRARY": PMI2_LIBRARY},
+    srun_proof=_SRUN_PROOF,
     notes="Proof that a forced algorithm runs: gdb breakpoints on the library's internal "
           "Allreduce algorithm functions; I_MPI_DEBUG only echoes the setting.",
 )

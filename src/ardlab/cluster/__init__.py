@@ -1,0 +1,254 @@
+"""An emulated multi-node Slurm cluster on this machine, to rehearse (and test) what crosses a network.
+
+    ardlab cluster up --nodes 4 --rate 1gbit     # or: python -m ardlab.cluster up ...
+    eval "$(ardlab cluster env)"                 # SLURM_CONF for sbatch/srun/snakemake --profile slurm
+    ardlab cluster status
+    ardlab cluster down                          # every daemon, namespace, link and file it made
+
+Nodes n1..nN are network namespaces on one bridge (``network``), each with its own slurmd, hostname, boot_id
+and /dev/shm (``slurm``); slurmctld runs in a namespace of its own, one munged serves all. Links may be limited to
+a rate (tbf, both directions). Everything lives under one state folder (default ``<repo>/.cluster``, or
+``$ARDLAB_CLUSTER``) with ``cluster.json`` recording what was made, so ``down`` cleans up after a crash too;
+``up`` is idempotent for the same shape and refuses a different one while a cluster is up. Needs root.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ardlab.cluster import network, slurm
+
+DEFAULT_SUBNET = "10.77.0.0/24"
+RATE_UNITS = ("kbit", "mbit", "gbit")
+
+
+def default_state() -> Path:
+    env = os.environ.get("ARDLAB_CLUSTER")
+    return Path(env) if env else Path(__file__).resolve().parents[3] / ".cluster"
+
+
+@dataclass
+class Cluster:
+    state: str
+    nodes: int
+    rate: str | None = None  # per link and direction, tc's notation (1gbit, 250mbit); None: unlimited
+    subnet: str = DEFAULT_SUBNET
+    addresses: dict[str, str] = field(default_factory=dict)
+    pids: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def conf(self) -> Path:
+        return Path(self.state) / "slurm.conf"
+
+    @property
+    def hosts(self) -> list[str]:
+        return [f"n{i}" for i in range(1, self.nodes + 1)]
+
+    def env(self) -> dict[str, str]:
+        """What a client in the root namespace needs: sbatch, srun, sinfo, snakemake's slurm executor."""
+        return {"SLURM_CONF": str(self.conf)}
+
+    def save(self) -> None:
+        (Path(self.state) / "cluster.json").write_text(json.dumps(asdict(self), indent=1) + "\n")
+
+    @classmethod
+    def load(cls, state: Path) -> "Cluster | None":
+        path = Path(state) / "cluster.json"
+        return cls(**json.loads(path.read_text())) if path.is_file() else None
+
+
+def check_rate(rate: str | None) -> str | None:
+    if rate is None or rate in ("", "none"):
+        return None
+    number = rate.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = rate[len(number):]
+    try:
+        ok = float(number) > 0 and unit in RATE_UNITS
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"link rate {rate!r} is not a rate like 1gbit, 250mbit or 100000kbit "
+                         f"(a positive number and one of {', '.join(RATE_UNITS)}; 'none' for unlimited)")
+    return rate
+
+
+def rate_bits_per_s(rate: str) -> float:
+    """tc's rate notation in bits per second (1gbit -> 1e9)."""
+    number = rate[: -len(next(u for u in RATE_UNITS if rate.endswith(u)))]
+    return float(number) * {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}[rate[len(number):]]
+
+
+def link_rate(environ=None) -> str:
+    """The link rate of the emulated cluster this process runs on, for result rows: its rate, "none" when its links
+    are unlimited, "" when the process runs on no emulated cluster (its Slurm configuration, $SLURM_CONF, has no
+    cluster.json beside it)."""
+    conf = (os.environ if environ is None else environ).get("SLURM_CONF")
+    record = Path(conf).parent / "cluster.json" if conf else None
+    if record is None or not record.is_file():
+        return ""
+    return json.loads(record.read_text()).get("rate") or "none"
+
+
+def _require_root() -> None:
+    if os.geteuid() != 0:
+        raise PermissionError("the emulated cluster needs root (network namespaces, bridge, mounts, Slurm daemons "
+                              "as SlurmUser=root); run it as root or on a real cluster")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+def _sinfo(c: Cluster) -> dict[str, str]:
+    """node -> Slurm state, as sinfo reports it ({} while slurmctld does not answer)."""
+    proc = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], env={**os.environ, **c.env()}, capture_output=True,
+                          text=True, timeout=30)
+    if proc.returncode != 0:
+        return {}
+    return dict(line.split() for line in proc.stdout.splitlines() if line.strip())
+
+
+def up(nodes: int, rate: str | None = None, *, state: Path | None = None, subnet: str = DEFAULT_SUBNET,
+       cpus: int | None = None, timeout: float = 60) -> Cluster:
+    """Bring up (or find up, with the same shape) a cluster of `nodes` nodes; its description."""
+    _require_root()
+    if nodes < 1:
+        raise ValueError(f"nodes must be >= 1, got {nodes}")
+    rate = check_rate(rate)
+    state = Path(state or default_state()).resolve()
+    try:
+        net = ipaddress.ip_network(subnet)
+    except ValueError as e:
+        raise ValueError(f"subnet {subnet!r} is not an IPv4 network like {DEFAULT_SUBNET}: {e}") from None
+    old = Cluster.load(state)
+    if old is not None:
+        if (old.nodes, old.rate, old.subnet) == (nodes, rate, str(net)) and all(map(_alive, old.pids.values())) \
+                and set(_sinfo(old)) == set(old.hosts):
+            return old
+        if all(map(_alive, old.pids.values())):
+            raise RuntimeError(f"a cluster of {old.nodes} nodes (rate {old.rate or 'unlimited'}, {old.subnet}) is up "
+                               f"at {state}; run `ardlab cluster down` first")
+        down(state)  # what a crash left
+    spaces, links = network.ours()
+    if spaces or links:
+        raise RuntimeError(f"namespaces or links of another emulated cluster exist ({', '.join(spaces + links)}); "
+                           "run `ardlab cluster down --state <its folder>` (or `ardlab cluster down`) first")
+    clashes = network.in_use(net)
+    if clashes:
+        raise ValueError(f"subnet {net} is already in use on this machine ({'; '.join(clashes)}); "
+                         "choose another with --subnet")
+    slurm.install()
+    state.mkdir(parents=True, exist_ok=True)
+    c = Cluster(state=str(state), nodes=nodes, rate=rate, subnet=str(net), addresses=network.addresses(net, nodes))
+    c.save()  # before anything is made: `down` finds it after a crash
+    try:
+        network.create(net, c.addresses, rate)
+        cpus = cpus or os.cpu_count() or 1
+        mem = int(int(Path("/proc/meminfo").read_text().split()[1]) / 1024 * 0.8 / nodes)
+        (state / "hosts").write_text(slurm.hosts_text(c.addresses))
+        c.conf.write_text(slurm.conf_text(state, c.addresses, cpus, mem))
+        c.pids["munged"] = slurm.start_munge(state)
+        _wait(lambda: (state / "munge" / "munge.socket").exists(), timeout, "munged did not open its socket", state)
+        conf = str(c.conf)
+        c.pids["slurmctld"] = slurm.start_host(state, "ctl", ["slurmctld", "-D", "-i", "-f", conf])
+        for h in c.hosts:
+            c.pids[f"slurmd-{h}"] = slurm.start_host(state, h, ["slurmd", "-D", "-f", conf, "-N", h])
+        c.save()
+        _wait(lambda: set(_sinfo(c).values()) == {"idle"} and len(_sinfo(c)) == nodes, timeout,
+              "the nodes did not become idle", state)
+    except BaseException:
+        down(state, keep_logs=True)
+        raise
+    return c
+
+
+def _wait(ready, timeout: float, what: str, state: Path) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if ready():
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"{what} within {timeout:g} s; logs are under {state}")
+
+
+def _processes_in(namespaces: set[int]) -> list[int]:
+    """Pids of every process whose network namespace is one of `namespaces` (inode numbers)."""
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if os.stat(p / "ns" / "net").st_ino in namespaces:
+                    out.append(int(p.name))
+            except OSError:
+                continue
+    return out
+
+
+def down(state: Path | None = None, *, keep_logs: bool = False) -> list[str]:
+    """Stop every daemon and job of the cluster, remove its namespaces, links and state folder; what was removed.
+    Safe to run twice and after a crash (it also finds what a lost state file named)."""
+    _require_root()
+    state = Path(state or default_state()).resolve()
+    c = Cluster.load(state)
+    spaces, _ = network.ours()
+    inodes = {os.stat(network.NETNS_DIR / ns).st_ino for ns in spaces}
+    pids = set(_processes_in(inodes)) | set(c.pids.values() if c else ())
+    munge_pid = state / "munge" / "munged.pid"
+    if munge_pid.is_file():
+        pids.add(int(munge_pid.read_text().split()[0]))
+    pids = {p for p in pids if p != os.getpid() and _alive(p)}
+    for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        for p in pids:
+            try:
+                os.kill(p, sig)
+            except ProcessLookupError:
+                pass
+        end = time.monotonic() + wait
+        while time.monotonic() < end and any(map(_alive, pids)):
+            time.sleep(0.1)
+        pids = {p for p in pids if _alive(p)}
+        if not pids:
+            break
+    if pids:
+        raise RuntimeError(f"processes {sorted(pids)} of the cluster did not stop")
+    removed = network.remove()
+    if state.exists() and (c is not None or (state / "slurm.conf").exists()):
+        if keep_logs:
+            for f in state.rglob("*"):
+                if f.is_file() and not f.name.endswith((".log", ".out")):
+                    f.unlink()
+        else:
+            shutil.rmtree(state)
+        removed.append(str(state))
+    return removed
+
+
+def status(state: Path | None = None) -> str:
+    """A few lines: the cluster's shape, its daemons and what Slurm says of each node."""
+    state = Path(state or default_state()).resolve()
+    c = Cluster.load(state)
+    if c is None:
+        spaces, links = network.ours()
+        left = f"; left behind: {', '.join(spaces + links)}" if spaces or links else ""
+        return f"no emulated cluster at {state}{left}"
+    lines = [f"emulated cluster at {state}: {c.nodes} nodes, links {c.rate or 'unlimited'}, {c.subnet}",
+             f"  SLURM_CONF={c.conf}"]
+    for name, pid in c.pids.items():
+        lines.append(f"  {name:14s} pid {pid:<8d} {'running' if _alive(pid) else 'NOT RUNNING'}")
+    nodes = _sinfo(c)
+    lines.append("  nodes: " + (", ".join(f"{h} ({s}, {c.addresses[h]})" for h, s in nodes.items())
+                                if nodes else "slurmctld does not answer"))
+    return "\n".join(lines)

@@ -1,0 +1,60 @@
+"""`python -m ardlab.cluster up|down|status|env` (also `ardlab cluster ...`): the emulated cluster's commands."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from ardlab import cluster
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", required=True)
+    u = sub.add_parser("up", help="start N node namespaces with slurmd, slurmctld and munge (idempotent)")
+    u.add_argument("--nodes", type=int, default=2, help="number of nodes n1..nN (default 2)")
+    u.add_argument("--rate", default="1gbit",
+                   help="link rate per node and direction, tc notation (1gbit, 250mbit) or 'none' (default 1gbit)")
+    u.add_argument("--subnet", default=cluster.DEFAULT_SUBNET,
+                   help=f"IPv4 subnet of the cluster network; refused if in use here (default {cluster.DEFAULT_SUBNET})")
+    u.add_argument("--cpus", type=int, default=None, help="CPUs each node reports to Slurm (default: this machine's)")
+    for name, text in (("down", "stop and remove everything the cluster made (also after a crash)"),
+                       ("status", "the cluster's shape, daemons and node states"),
+                       ("env", "the client settings, as shell exports (eval \"$(ardlab cluster env)\")")):
+        sub.add_parser(name, help=text)
+    for s in sub.choices.values():
+        s.add_argument("--state", type=Path, default=None,
+                       help="the cluster's state folder (default $ARDLAB_CLUSTER or <repo>/.cluster)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "up":
+        c = cluster.up(args.nodes, args.rate, state=args.state, subnet=args.subnet, cpus=args.cpus)
+        print(cluster.status(Path(c.state)))
+    elif args.action == "down":
+        removed = cluster.down(args.state)
+        print(f"removed {len(removed)}: {' '.join(removed)}" if removed else "nothing to remove")
+    elif args.action == "status":
+        print(cluster.status(args.state))
+    else:
+        c = cluster.Cluster.load((args.state or cluster.default_state()).resolve())
+        if c is None:
+            raise RuntimeError("no emulated cluster is up; start one with `ardlab cluster up`")
+        print("\n".join(f"export {k}={shlex.quote(v)}" for k, v in c.env().items()))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ardlab.cluster", description=__doc__)
+    add_arguments(p)
+    args = p.parse_args(argv)
+    try:
+        return run(args)
+    except (ValueError, RuntimeError, PermissionError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""The emulated cluster's network: one Linux bridge, one network namespace per host joined to it by a veth pair,
+and optional tbf rate limits on both ends of every link.
+
+Names (all at most 15 characters, the kernel's limit): the bridge ``ardlab-br``, namespaces ``ardlab-<host>``,
+host-side veths ``ardv-<host>``; inside a namespace the link is ``eth0``. Only the addresses made here are used,
+and a subnet that the machine already has an address or route in is refused.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import subprocess
+from pathlib import Path
+
+BRIDGE = "ardlab-br"
+NS_PREFIX = "ardlab-"
+VETH_PREFIX = "ardv-"
+NETNS_DIR = Path("/run/netns")
+
+
+def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run one command; on failure raise RuntimeError with the command and what it printed."""
+    proc = subprocess.run(list(argv), capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"`{' '.join(argv)}` failed (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()}")
+    return proc
+
+
+def namespace(host: str) -> str:
+    return NS_PREFIX + host
+
+
+def host_veth(host: str) -> str:
+    return VETH_PREFIX + host
+
+
+def in_use(subnet: ipaddress.IPv4Network) -> list[str]:
+    """The machine's addresses and routes (outside this cluster's bridge) that overlap `subnet`."""
+    clashes = []
+    for line in json.loads(sh("ip", "-j", "-4", "addr", "show").stdout or "[]"):
+        if line.get("ifname") == BRIDGE:
+            continue
+        for a in line.get("addr_info", []):
+            net = ipaddress.ip_interface(f"{a['local']}/{a['prefixlen']}").network
+            if net.overlaps(subnet):
+                clashes.append(f"{line['ifname']} has {a['local']}/{a['prefixlen']}")
+    for r in json.loads(sh("ip", "-j", "-4", "route", "show").stdout or "[]"):
+        if r.get("dev") == BRIDGE or r.get("dst") in (None, "default"):
+            continue
+        if ipaddress.ip_network(r["dst"], strict=False).overlaps(subnet):
+            clashes.append(f"route {r['dst']} via {r.get('dev', '?')}")
+    return clashes
+
+
+def addresses(subnet: ipaddress.IPv4Network, nodes: int) -> dict[str, str]:
+    """host name -> address: n1..nN from the start of the subnet, the controller and the bridge at its end."""
+    hosts = list(subnet.hosts())
+    if nodes + 2 > len(hosts):
+        raise ValueError(f"subnet {subnet} has room for {len(hosts) - 2} nodes, not {nodes}")
+    out = {f"n{i}": str(hosts[i - 1]) for i in range(1, nodes + 1)}
+    out["ctl"] = str(hosts[-2])
+    out["bridge"] = str(hosts[-1])
+    return out
+
+
+def shape(run_prefix: list[str], dev: str, rate: str) -> None:
+    """Limit egress of `dev` to `rate` (tbf: this kernel has no netem, so latency cannot be added)."""
+    sh(*run_prefix, "tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate, "burst", "256kb",
+       "latency", "1ms")
+
+
+def create(subnet: ipaddress.IPv4Network, addrs: dict[str, str], rate: str | None) -> None:
+    """The bridge, and one namespace per host (every key of `addrs` but the bridge), each with lo and eth0 up."""
+    prefix = subnet.prefixlen
+    sh("ip", "link", "add", BRIDGE, "type", "bridge")
+    sh("ip", "addr", "add", f"{addrs['bridge']}/{prefix}", "dev", BRIDGE)
+    sh("ip", "link", "set", BRIDGE, "up")
+    for host, addr in addrs.items():
+        if host == "bridge":
+            continue
+        ns, veth = namespace(host), host_veth(host)
+        sh("ip", "netns", "add", ns)
+        sh("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        sh("ip", "link", "set", veth, "master", BRIDGE, "up")
+        inside = ["ip", "netns", "exec", ns]
+        sh(*inside, "ip", "addr", "add", f"{addr}/{prefix}", "dev", "eth0")
+        sh(*inside, "ip", "link", "set", "lo", "up")
+        sh(*inside, "ip", "link", "set", "eth0", "up")
+        if rate and host != "ctl":
+            shape(inside, "eth0", rate)
+            shape([], veth, rate)
+
+
+def ours() -> tuple[list[str], list[str]]:
+    """(namespaces, links) on this machine with this module's names, whoever made them."""
+    spaces = sorted(p.name for p in NETNS_DIR.glob(NS_PREFIX + "*")) if NETNS_DIR.is_dir() else []
+    links = [l["ifname"] for l in json.loads(sh("ip", "-j", "link", "show").stdout or "[]")
+             if l["ifname"] == BRIDGE or l["ifname"].startswith(VETH_PREFIX)]
+    return spaces, links
+
+
+def remove() -> list[str]:
+    """Delete every veth, namespace and the bridge of this module's names; what was removed."""
+    spaces, links = ours()
+    # a veth's deletion takes its peer (the namespace's eth0) with it; the bridge goes last
+    for link in sorted(links, key=lambda name: name == BRIDGE):
+        proc = sh("ip", "link", "del", link, check=False)
+        if proc.returncode != 0 and "Cannot find device" not in proc.stderr:
+            raise RuntimeError(f"`ip link del {link}` failed: {proc.stderr.strip()}")
+    for ns in spaces:
+        sh("ip", "netns", "del", ns)
+    return spaces + links
+
+
+def tx_bytes(host: str, dev: str = "eth0") -> int:
+    """Bytes `host` has sent on its `dev` (its namespace's interface counter)."""
+    out = sh("ip", "netns", "exec", namespace(host), "cat", f"/sys/class/net/{dev}/statistics/tx_bytes").stdout
+    return int(out)
