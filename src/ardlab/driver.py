@@ -58,14 +58,13 @@ def command(plan: RunPlan, plan_file: Path) -> tuple[list[str], dict[str, str]]:
     if plan.launcher == "local":
         return launch.command(plan.library, plan.ranks, ["-m", "ardlab.rank", "--plan", str(plan_file)],
                               algorithm=algorithm, extra_env=extra)
-    lib = library(plan.library)
     if plan.image:
         inner = ["apptainer", "exec", plan.image, "ardlab", "rank", "--plan", str(plan_file)]
     else:
         inner = [str(launch.require_env(plan.library) / "bin" / "python"), "-m", "ardlab.rank", "--plan",
                  str(plan_file)]
-    argv = ["srun", f"--mpi={plan.srun_mpi or lib.srun_mpi}", "-n", str(plan.ranks), "-N", str(plan.nodes), *inner]
-    return argv, {**lib.srun_env, **os.environ, **extra}
+    return launch.srun_command(plan.library, plan.ranks, plan.nodes, inner, algorithm=algorithm, extra_env=extra,
+                               srun_mpi=plan.srun_mpi)
 
 
 def _launch(plan: RunPlan, plan_file: Path, capture: bool) -> subprocess.CompletedProcess:
@@ -74,7 +73,7 @@ def _launch(plan: RunPlan, plan_file: Path, capture: bool) -> subprocess.Complet
     plan.save(plan_file)
     argv, env = command(plan, plan_file)
     try:
-        proc = subprocess.run(argv, env=env, timeout=plan.timeout_s, text=True, capture_output=capture)
+        proc = launch.execute(argv, env, timeout=plan.timeout_s, capture=capture)
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"{plan.label}: {plan.kind} run exceeded its timeout of {plan.timeout_s:g} s and was "
                            "killed; nothing was written") from None

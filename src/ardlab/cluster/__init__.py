@@ -142,14 +142,14 @@ def up(nodes: int, rate: str | None = None, *, state: Path | None = None, subnet
             raise RuntimeError(f"a cluster of {old.nodes} nodes (rate {old.rate or 'unlimited'}, {old.subnet}) is up "
                                f"at {state}; run `ardlab cluster down` first")
         down(state)  # what a crash left
-    spaces, links = network.ours()
-    if spaces or links:
-        raise RuntimeError(f"namespaces or links of another emulated cluster exist ({', '.join(spaces + links)}); "
-                           "run `ardlab cluster down --state <its folder>` (or `ardlab cluster down`) first")
     clashes = network.in_use(net)
     if clashes:
         raise ValueError(f"subnet {net} is already in use on this machine ({'; '.join(clashes)}); "
                          "choose another with --subnet")
+    spaces, links = network.ours()
+    if spaces or links:
+        raise RuntimeError(f"namespaces or links of another emulated cluster exist ({', '.join(spaces + links)}); "
+                           "run `ardlab cluster down --state <its folder>` (or `ardlab cluster down`) first")
     slurm.install()
     state.mkdir(parents=True, exist_ok=True)
     c = Cluster(state=str(state), nodes=nodes, rate=rate, subnet=str(net), addresses=network.addresses(net, nodes))

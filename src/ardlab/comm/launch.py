@@ -8,7 +8,9 @@ Standard library only (the set-up scripts read it before any environment exists)
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -76,6 +78,62 @@ def command(
     return [*lib.launcher(prefix, ranks), str(prefix / "bin" / "python"), *argv], env
 
 
+# Where a launch's runtime files go: a private folder per launch, removed when it ends however it ends, so that a
+# killed or crashed run leaves no session folders (Open MPI's /tmp/ompi.*, PRRTE's and PMIx's) or shared-memory
+# backing files (/dev/shm/sm_segment.*) behind. It is on /dev/shm, a tmpfs, where shared-memory files belong.
+SCRATCH_BASE = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
+
+
+def scratch_env(folder: Path) -> dict[str, str]:
+    """Settings that put the runtimes' files of one launch under `folder`."""
+    return {"TMPDIR": str(folder), "OMPI_MCA_btl_sm_backing_directory": str(folder),
+            "PRTE_MCA_prte_tmpdir_base": str(folder), "PMIX_MCA_pmix_tmpdir_base": str(folder)}
+
+
+def execute(argv: Sequence[str], env: Mapping[str, str], *, timeout: float | None = None,
+            capture: bool = True) -> subprocess.CompletedProcess:
+    """Run one launch (`argv` from ``command`` or a driver) in its own process group with its own scratch folder;
+    on a timeout the whole group is killed and TimeoutExpired raised. The scratch folder goes either way."""
+    with tempfile.TemporaryDirectory(prefix="ardlab-launch-", dir=SCRATCH_BASE) as folder:
+        pipe = subprocess.PIPE if capture else None
+        with subprocess.Popen(list(argv), env={**env, **scratch_env(Path(folder))}, text=True, stdout=pipe,
+                              stderr=pipe, start_new_session=True) as proc:
+            try:
+                out, err = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                raise
+            except BaseException:
+                _kill_group(proc)
+                raise
+            finally:
+                _kill_group(proc, only_left=True)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _kill_group(proc: subprocess.Popen, *, only_left: bool = False) -> None:
+    """Kill the launch's process group (the launcher and every rank it started); `only_left`: ranks that outlived
+    their launcher."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return
+    if not only_left:
+        proc.wait()
+
+
+def srun_command(library_name: str, ranks: int, nodes: int, inner: Sequence[str], *, algorithm: str = DEFAULT,
+                 extra_env: Mapping[str, str] | None = None, srun_mpi: str | None = None
+                 ) -> tuple[list[str], dict[str, str]]:
+    """(argv, env) that run `inner` (a full command) as `ranks` ranks on `nodes` nodes with Slurm's srun and the
+    table's PMI plugin for the library; the table's srun settings yield to the caller's (a site's own PMI library)."""
+    lib = library(library_name)
+    if ranks < nodes:
+        raise ValueError(f"{ranks} ranks cannot spread over {nodes} nodes")
+    env = {**lib.srun_env, **os.environ, **run_env(library_name, algorithm), **(extra_env or {})}
+    return ["srun", f"--mpi={srun_mpi or lib.srun_mpi}", "-n", str(ranks), "-N", str(nodes), *inner], env
+
+
 def run(
     library_name: str,
     ranks: int,
@@ -88,4 +146,4 @@ def run(
 ) -> subprocess.CompletedProcess:
     """Run `argv` on `ranks` ranks; return the completed process (check its returncode)."""
     cmd, env = command(library_name, ranks, argv, algorithm=algorithm, extra_env=extra_env)
-    return subprocess.run(cmd, env=env, timeout=timeout, text=True, capture_output=capture)
+    return execute(cmd, env, timeout=timeout, capture=capture)

@@ -44,10 +44,17 @@ class Algorithm:
     multi_node_only: bool = False
     note: str = ""  # documented or observed silent fallbacks and other caveats
     cost_model: str | None = None  # key into ardlab.analysis.costmodel.MODELS
+    # the family of its bytes on the wire (ardlab.comm.traffic.model), where it is not the cost model's: what the
+    # interface counters showed across nodes (tests/test_cluster.py)
+    traffic: str | None = None
     symbol: str = ""  # the library-internal function that runs it (gdb breakpoint proof, ardlab.comm.probe)
     selectable: bool = True  # may be named in a tuned per-size selection file (ardlab.analysis.tuned)
     # parameters a selection file must give with it (MPICH JSON containers; the CVAR defaults of this version)
     selection_params: tuple[str, ...] = ()
+
+    @property
+    def traffic_family(self) -> str | None:
+        return self.traffic or self.cost_model
 
     def constraints(self) -> list[str]:
         out = []
@@ -244,6 +251,7 @@ OPENMPI = Library(
 _IMPI = "MPIR_Allreduce_intra_"
 _IMPI_NREDUCE = "observed (gdb) to run the n-reduce algorithm on one node"
 _IMPI_RD_AT_2 = "observed (gdb) to fall back to recursive doubling at 2 ranks"
+_IMPI_WIRE = "across 4 nodes (eth0 bytes at 4 MiB) its traffic is "
 
 INTELMPI = Library(
     name="intelmpi",
@@ -261,23 +269,38 @@ INTELMPI = Library(
                                         symbol=_IMPI + "recursive_doubling", cost_model="recursive_doubling"),
         "rabenseifner": _impi_alg("rabenseifner", 2, "Rabenseifner's algorithm", note=_IMPI_RD_AT_2,
                                   symbol=_IMPI + "rabenseifner", cost_model="rabenseifner"),
-        "reduce_bcast": _impi_alg("reduce_bcast", 3, "reduce + bcast", cost_model="binomial"),
+        "reduce_bcast": _impi_alg("reduce_bcast", 3, "reduce + bcast", cost_model="binomial",
+                                  traffic="binomial_scatter_allgather",
+                                  note="observed (eth0 bytes, 4 MiB on 4 nodes): the broadcast is a scatter + "
+                                       "allgather, 7n on the wire, not the binomial broadcast's 6n"),
         "topo_reduce_bcast": _impi_alg("topo_reduce_bcast", 4, "topology-aware reduce + bcast",
-                                       note=_IMPI_NREDUCE, cost_model="binomial"),
-        "binomial_gather_scatter": _impi_alg("binomial_gather_scatter", 5, "binomial gather + scatter"),
+                                       note=_IMPI_NREDUCE + "; across 4 nodes its bytes are a reduce-scatter + "
+                                            "allgather's (eth0: 1.5n per node)",
+                                       cost_model="binomial", traffic="ring"),
+        "binomial_gather_scatter": _impi_alg("binomial_gather_scatter", 5, "binomial gather + scatter",
+                                             traffic="binomial", note=_IMPI_WIRE + "a binomial tree's"),
         "topo_binomial_gather_scatter": _impi_alg("topo_binomial_gather_scatter", 6,
-                                                  "topology-aware binomial gather + scatter"),
-        "shumilin_ring": _impi_alg("shumilin_ring", 7, "Shumilin's ring", note=_IMPI_RD_AT_2,
-                                   symbol=_IMPI + "shumilin", cost_model="ring"),
+                                                  "topology-aware binomial gather + scatter", traffic="binomial",
+                                                  note=_IMPI_WIRE + "a binomial tree's"),
+        "shumilin_ring": _impi_alg("shumilin_ring", 7, "Shumilin's ring",
+                                   note=_IMPI_RD_AT_2 + "; across 4 nodes a ring's 6n in all, but one node "
+                                        "sends 2n (eth0), not 1.5n",
+                                   symbol=_IMPI + "shumilin", cost_model="ring", traffic="unbalanced_ring"),
         "ring": _impi_alg("ring", 8, "ring (observed: the non-blocking ring)",
                           symbol=_IMPI + "nb_ring", cost_model="ring"),
         "knomial": _impi_alg("knomial", 9, "k-nomial", cost_model="recursive_multiplying",
                              note="observed to fall back to recursive doubling on one node"),
-        "topo_shm_flat": _impi_alg("topo_shm_flat", 10, "topology-aware SHM-based flat", note=_IMPI_NREDUCE),
+        "topo_shm_flat": _impi_alg("topo_shm_flat", 10, "topology-aware SHM-based flat",
+                                   note=f"{_IMPI_NREDUCE}; {_IMPI_WIRE}recursive doubling's",
+                                   traffic="recursive_doubling"),
         "topo_shm_knomial": _impi_alg("topo_shm_knomial", 11, "topology-aware SHM-based k-nomial",
-                                      note=_IMPI_NREDUCE),
-        "topo_shm_knary": _impi_alg("topo_shm_knary", 12, "topology-aware SHM-based k-ary", note=_IMPI_NREDUCE),
-        "nreduce": _impi_alg("nreduce", 13, "n-reduce (undocumented id, observed)", symbol=_IMPI + "nreduce"),
+                                      note=f"{_IMPI_NREDUCE}; {_IMPI_WIRE}recursive doubling's",
+                                      traffic="recursive_doubling"),
+        "topo_shm_knary": _impi_alg("topo_shm_knary", 12, "topology-aware SHM-based k-ary",
+                                    note=f"{_IMPI_NREDUCE}; {_IMPI_WIRE}recursive doubling's",
+                                    traffic="recursive_doubling"),
+        "nreduce": _impi_alg("nreduce", 13, "n-reduce (undocumented id, observed)", symbol=_IMPI + "nreduce",
+                             traffic="ring", note=_IMPI_WIRE + "a reduce-scatter + allgather's"),
         "ring_blocking": _impi_alg("ring_blocking", 14, "blocking ring (undocumented id, observed)",
                                    symbol=_IMPI + "ring", cost_model="ring"),
     },

@@ -64,6 +64,16 @@ def _worker(count: int, calls: int, noncommutative: bool) -> None:
         comm.Allreduce(x, y, op=op)
 
 
+def _command(library_name: str, ranks: int, nodes: int, launcher: str, argv: list[str], algorithm: str,
+             extra: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    if launcher == "srun":
+        return launch.srun_command(library_name, ranks, nodes, [str(launch.python_of(library_name)), *argv],
+                                   algorithm=algorithm, extra_env=extra)
+    if nodes != 1:
+        raise ValueError(f"nodes={nodes} needs the srun launcher (mpiexec here runs on one node)")
+    return launch.command(library_name, ranks, argv, algorithm=algorithm, extra_env=extra)
+
+
 def probe(
     library_name: str,
     algorithm: str,
@@ -75,12 +85,15 @@ def probe(
     timeout: float = 300,
     program: list[str] | None = None,
     extra_env: dict[str, str] | None = None,
+    nodes: int = 1,
+    launcher: str = "local",
 ) -> Counter:
     """Run `calls` Allreduces of `count` floats with `algorithm` forced; count what the library reports.
 
     Returns a Counter: internal symbol -> hits (symbol probes, all ranks) or, for MPICH,
     "fallback:<algorithm>" -> messages printed after the start mark. With `program` (a Python argv, e.g. a
     Horovod training run) that program runs on the ranks instead of the probe worker and every call counts.
+    With launcher "srun" the ranks are spread over `nodes` nodes of a Slurm cluster (the emulated one too).
     """
     lib = library(library_name)
     argv = ["-m", "ardlab.comm.probe", "--worker", "--count", str(count), "--calls", str(calls)]
@@ -97,14 +110,14 @@ def probe(
                 raise FileNotFoundError("gdb is needed to probe Open MPI and Intel MPI (apt-get install gdb)")
             script = Path(tmp) / "probe.gdb"
             script.write_text(gdb_script(syms))
-            cmd, env = launch.command(library_name, ranks, argv, algorithm=algorithm, extra_env=extra)
+            cmd, env = _command(library_name, ranks, nodes, launcher, argv, algorithm, extra)
             # Insert gdb between the launcher and the Python interpreter.
             py = cmd.index(str(launch.python_of(library_name)))
             cmd = [*cmd[:py], gdb, "-q", "-batch", "-nx", "-x", str(script), "--args", *cmd[py:]]
         else:
             extra["MPIR_CVAR_COLLECTIVE_FALLBACK"] = "print"
-            cmd, env = launch.command(library_name, ranks, argv, algorithm=algorithm, extra_env=extra)
-        proc = subprocess.run(cmd, env=env, text=True, capture_output=True, timeout=timeout)
+            cmd, env = _command(library_name, ranks, nodes, launcher, argv, algorithm, extra)
+        proc = launch.execute(cmd, env, timeout=timeout)
     out = proc.stdout + proc.stderr
     if proc.returncode != 0:
         raise RuntimeError(f"{lib.display} probe of {algorithm!r} failed (exit {proc.returncode}):\n{out[-3000:]}")

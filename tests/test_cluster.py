@@ -1,0 +1,213 @@
+"""The emulated multi-node cluster, for real: Slurm daemons in network namespaces, MPI across them under srun.
+
+- Lifecycle: `ardlab cluster up` is idempotent, refuses another shape while up, a subnet the machine uses and a
+  bad rate, names the problem when not root; `down` removes every daemon, namespace, link and file, also after a
+  crash (the state file gone).
+- Every library runs under `srun --mpi=<the table's PMI>` on 2 nodes: 2 distinct MPI.Get_processor_name().
+- Every forced algorithm runs across 4 nodes: the bytes each node sends on its eth0 per Allreduce match the
+  algorithm's traffic model (ardlab.comm.traffic) and not a different family's; the gdb / fallback probes that
+  prove the forced algorithm on one node prove it under srun too.
+
+All need root and Debian's Slurm (installed by `ardlab cluster up` when missing): marked slow (CI runs them).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ardlab import cluster
+from ardlab.cluster import network
+from ardlab.comm import launch, library
+from ardlab.comm.libraries import LIBRARIES
+from ardlab.comm.probe import probe
+from ardlab.comm.traffic import model
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the emulated cluster needs root")]
+
+NODES = 4
+SIZE = 4 << 20  # large enough that barriers and TCP acknowledgements are a small share of the bytes
+TOTAL_TOLERANCE = 0.05  # bytes of all nodes vs the model
+BUSIEST_TOLERANCE = 0.10  # the node that sends most vs the model (its TCP acknowledgements weigh more)
+LEFTOVER_PATTERNS = ("/dev/shm/sm_segment.*", "/dev/shm/mpich_shm_*", "/tmp/ompi.*", "/tmp/prte.*",
+                     "/dev/shm/ardlab-launch-*")
+
+
+def leftovers() -> set[str]:
+    return {str(p) for pattern in LEFTOVER_PATTERNS for p in Path("/").glob(pattern.lstrip("/"))}
+
+
+def cli(*args, env=None, timeout=600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ardlab.cluster", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def assert_nothing_left(state: Path, before: set[str]) -> None:
+    spaces, links = network.ours()
+    assert not spaces and not links, (spaces, links)
+    assert not state.exists(), list(state.rglob("*"))[:20]
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _mentions(p, str(state))]
+    assert leftovers() <= before, leftovers() - before
+
+
+def _mentions(proc: Path, text: str) -> bool:
+    try:
+        return text in (proc / "cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def four_nodes(tmp_path_factory):
+    """A 4-node cluster with unlimited links (byte counts do not depend on the rate)."""
+    state = tmp_path_factory.mktemp("cluster") / "state"
+    before = leftovers()
+    c = cluster.up(NODES, None, state=state)
+    yield c
+    cluster.down(state)
+    assert_nothing_left(state, before)
+
+
+def test_up_is_idempotent_and_refuses_another_shape(four_nodes):
+    state = Path(four_nodes.state)
+    again = cluster.up(NODES, None, state=state)
+    assert again.pids == four_nodes.pids
+    with pytest.raises(RuntimeError, match="a cluster of 4 nodes .* is up"):
+        cluster.up(2, "1gbit", state=state)
+    assert "n4 (idle" in cluster.status(state)
+    assert cluster.link_rate({"SLURM_CONF": str(four_nodes.conf)}) == "none"
+    assert cluster.link_rate({}) == ""
+
+
+@pytest.mark.parametrize("args, message", [
+    (["up", "--rate", "fast"], "link rate 'fast' is not a rate"),
+    (["up", "--subnet", "10.77.0.0/33"], "subnet '10.77.0.0/33' is not an IPv4 network"),
+    (["up", "--nodes", "0"], "nodes must be >= 1"),
+])
+def test_bad_arguments_named(tmp_path, args, message):
+    proc = cli(*args, "--state", tmp_path / "state")
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert not (tmp_path / "state").exists()
+
+
+def test_subnet_in_use_refused(tmp_path):
+    used = json.loads(subprocess.run(["ip", "-j", "-4", "route", "show"], capture_output=True, text=True).stdout)
+    subnet = next(r["dst"] for r in used if r.get("dst") not in (None, "default") and r.get("dev") != network.BRIDGE)
+    proc = cli("up", "--subnet", subnet, "--state", tmp_path / "state")
+    assert proc.returncode == 2 and f"subnet {subnet} is already in use" in proc.stderr, proc.stderr
+
+
+def test_not_root_gets_a_clear_error(tmp_path):
+    src = Path(cluster.__file__).resolve().parents[2]
+    # Debian's own Python: the test environment's may sit under root's home, which nobody cannot enter
+    proc = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-m",
+                           "ardlab.cluster", "up", "--state", str(tmp_path / "s")],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(src)}, timeout=60)
+    assert proc.returncode == 2 and "needs root" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("lib", list(LIBRARIES))
+def test_two_hostnames_under_srun(four_nodes, lib):
+    launch.require_env(lib)
+    program = ("from mpi4py import MPI; c = MPI.COMM_WORLD; names = c.gather(MPI.Get_processor_name()); "
+               "print('HOSTS', *sorted(names)) if c.rank == 0 else None")
+    argv, env = launch.srun_command(lib, 2, 2, [str(launch.python_of(lib)), "-c", program])
+    proc = subprocess.run(argv, env={**env, **four_nodes.env()}, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("HOSTS")]
+    assert line.split()[1:] == ["n1", "n2"], proc.stdout
+    assert "Sorry!" not in proc.stderr and "help file" not in proc.stderr, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def sweeps(four_nodes, tmp_path_factory):
+    """Every native algorithm of every library and ours, 4 nodes x 1 rank, through the driver and srun."""
+    out = tmp_path_factory.mktemp("sweeps")
+    env = {**os.environ, **four_nodes.env()}
+    frames = []
+    for lib in LIBRARIES:
+        launch.require_env(lib)
+        csv = out / f"{lib}.csv"
+        argv = ["bench", "allreduce", "--library", lib, "--launcher", "srun", "--nodes", NODES, "--ranks", NODES,
+                "--sweep", "--sizes", SIZE, "--iterations", 3, "--validate", "--no-progress", "--timeout", 300,
+                "--output", csv]
+        proc = subprocess.run([sys.executable, "-m", "ardlab.cli", *map(str, argv)], capture_output=True, text=True,
+                              env=env, timeout=1200)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        frames.append(pd.read_csv(csv))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _family(lib: str, algorithm: str) -> str | None:
+    from ardlab.comm.libraries import algorithm as entry
+
+    return entry(lib, algorithm).traffic_family
+
+
+def test_every_algorithm_runs_across_nodes(sweeps):
+    for lib in LIBRARIES:
+        got = set(sweeps[sweeps.library == lib].algorithm)
+        want = {n for n, a in library(lib).algorithms.items()} | {"own_ring", "own_recursive_doubling",
+                                                                   "own_rabenseifner", "own_binomial"}
+        assert got == want, (lib, want - got)
+    assert (sweeps.nodes == NODES).all() and (sweeps.link_rate == "none").all()
+    assert (sweeps.net_tx_bytes_per_call > SIZE).all(), sweeps[sweeps.net_tx_bytes_per_call <= SIZE]
+
+
+def test_bytes_on_the_wire_match_the_traffic_model(sweeps):
+    checked = []
+    for row in sweeps.itertuples():
+        family = _family(row.library, row.algorithm)
+        if family is None:
+            print("no traffic model:", row.library, row.algorithm, row.net_tx_bytes_per_call / SIZE,
+                  row.net_tx_max_node_bytes_per_call / SIZE)
+            continue
+        total, busiest = model(family, NODES, SIZE)
+        t_err = row.net_tx_bytes_per_call / total - 1
+        b_err = row.net_tx_max_node_bytes_per_call / busiest - 1 if busiest else 0.0
+        checked.append((row.library, row.algorithm, family, round(t_err, 4), round(b_err, 4)))
+    print("\n".join(map(str, checked)))
+    bad = [c for c in checked if not (0 <= c[3] <= TOTAL_TOLERANCE and -0.02 <= c[4] <= BUSIEST_TOLERANCE)]
+    assert not bad, bad
+    assert len(checked) >= 20
+
+
+def test_ring_and_recursive_doubling_are_told_apart(sweeps):
+    # at 4 nodes ring sends 1.5 n per node, recursive doubling 2 n: each matches its own model and not the other's
+    for lib in ("mpich", "openmpi", "intelmpi"):
+        rows = sweeps[(sweeps.library == lib)].set_index("algorithm")
+        ring, rd = rows.loc["ring", "net_tx_bytes_per_call"], rows.loc["recursive_doubling", "net_tx_bytes_per_call"]
+        assert rd / ring == pytest.approx(4 / 3, rel=0.04), (lib, ring, rd)
+
+
+@pytest.mark.parametrize("lib, forced, other", [("openmpi", "ring", "recursive_doubling"),
+                                                ("intelmpi", "ring", "recursive_doubling")])
+def test_breakpoint_probe_under_srun(four_nodes, lib, forced, other, monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", str(four_nodes.conf))
+    entry = library(lib)
+    hits = probe(lib, forced, ranks=NODES, nodes=NODES, launcher="srun")
+    assert hits[entry.algorithms[forced].symbol] >= 3 and hits[entry.algorithms[other].symbol] == 0, hits
+
+
+def test_mpich_fallback_probe_under_srun(four_nodes, monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", str(four_nodes.conf))
+    assert probe("mpich", "ring", ranks=3, nodes=3, launcher="srun", noncommutative=True) == {"fallback:ring": 3}
+
+
+def test_crashes_recovered_and_cleaned_up(four_nodes):
+    # The module's last test. A dead slurmctld: `up` of the same shape starts afresh (nodes idle again). A lost
+    # state file: `down` still finds every namespace, link and process by their names and namespaces.
+    state = Path(four_nodes.state)
+    os.kill(four_nodes.pids["slurmctld"], 9)
+    fresh = cluster.up(NODES, None, state=state)
+    assert fresh.pids["slurmctld"] != four_nodes.pids["slurmctld"]
+    assert "n4 (idle" in cluster.status(state)
+    (state / "cluster.json").unlink()
+    cluster.down(state)
+    spaces, links = network.ours()
+    assert not spaces and not links and not (state / "slurm.conf").exists()
+    assert not any(_mentions(p, str(state)) for p in Path("/proc").iterdir() if p.name.isdigit())
