@@ -32,6 +32,7 @@ wildcard_constraints:
     library="|".join(config["libraries"]),
     ranks=r"\d+",
     nodes=r"\d+",
+    scale=r"(n\d+-)?r\d+",
     round=r"\d+",
     model=r"[a-z0-9_]+",
     mode=r"[a-z0-9.]+",

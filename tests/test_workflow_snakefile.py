@@ -71,7 +71,11 @@ def snakemake(*args, timeout=1800, env=None):
     ({"microbench__ranks": [2, 16]}, "config key 'microbench.ranks': 16 exceeds max_ranks = 2"),
     ({"microbench__nodes": [2]}, "exceeds max_nodes"),
     ({"microbench__sizes": "4,12Q"}, "config key 'microbench.sizes'"),
-    ({"launcher": "srun"}, "config key 'images'"),
+    ({"launcher": "srun", "images": {"mpich": "mpich.sif"}}, "config key 'images': 'openmpi' has no Apptainer image"),
+    ({"max_nodes": 2, "train__nodes": [2]}, "config key 'train.nodes': launcher local runs on one node"),
+    ({"launcher": "srun", "max_nodes": 2, "max_ranks": 4, "train__nodes": [2], "train__ranks": [3]},
+     "config key 'train.ranks': 3 ranks do not divide over 2 nodes"),
+    ({"link_rate": "fast"}, "config key 'link_rate': link rate 'fast' is not a rate"),
     ({"tuned__ranks": 4}, "config key 'tuned.ranks'"),
     ({"microbench__enabled": False, "train__enabled": False, "horovod__enabled": False, "tuned__enabled": False},
      "selects no job"),
@@ -171,22 +175,50 @@ def test_failed_job_leaves_nothing_to_aggregate(tmp_path):
     assert not (results / "tables").exists()
 
 
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory):
+    """A real Slurm on an emulated 2-node cluster (ardlab cluster: namespaces, one slurmd per node) at 1 Gbit/s."""
+    from ardlab import cluster
+
+    if os.geteuid() != 0:
+        pytest.skip("the emulated cluster needs root")
+    state = tmp_path_factory.mktemp("cluster") / "state"
+    c = cluster.up(2, "1gbit", state=state)
+    yield {**os.environ, **c.env()}
+    cluster.down(state)
+
+
+def _slurm_study(tmp_path, env, **changes):
+    path, cfg = tiny(tmp_path, libraries=["mpich", "openmpi", "intelmpi"], horovod__enabled=False,
+                     costmodel={"enabled": False}, **changes)
+    proc = subprocess.run(["timeout", "-k", "30", "1500", *SNAKEMAKE, "--profile", "workflow/profiles/slurm",
+                           "--configfile", path, "--jobs", "2"], cwd=ROOT, capture_output=True, text=True,
+                          env=env, timeout=1600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "slurm" in (proc.stdout + proc.stderr).lower()
+    results = Path(cfg["results"])
+    assert (results / "tables" / "microbench_speedup.csv").exists()
+    assert (results / "tables" / "training_throughput.csv").exists()
+    return results
+
+
 @pytest.mark.slow
-def test_tiny_study_under_real_slurm(tmp_path):
-    state = tmp_path / "slurm"
-    start = subprocess.run([ROOT / "tests/slurm/start", state], capture_output=True, text=True, timeout=300)
-    assert start.returncode == 0, start.stdout + start.stderr
-    env = {**os.environ, "SLURM_CONF": start.stdout.strip().splitlines()[-1]}
-    try:
-        path, cfg = tiny(tmp_path, libraries=["mpich", "openmpi", "intelmpi"], horovod__enabled=False,
-                         costmodel={"enabled": False})
-        proc = subprocess.run(["timeout", "-k", "30", "1500", *SNAKEMAKE, "--profile", "workflow/profiles/slurm",
-                               "--configfile", path, "--jobs", "2"], cwd=ROOT, capture_output=True, text=True,
-                              env=env, timeout=1600)
-        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-        assert "slurm" in (proc.stdout + proc.stderr).lower()
-        results = Path(cfg["results"])
-        assert (results / "tables" / "microbench_speedup.csv").exists()
-        assert (results / "tables" / "training_throughput.csv").exists()
-    finally:
-        subprocess.run([ROOT / "tests/slurm/stop", state], timeout=60)
+def test_tiny_study_under_real_slurm(tmp_path, two_nodes):
+    # every job a Slurm job; each starts its ranks with the library's mpiexec on its node (launcher local)
+    results = _slurm_study(tmp_path, two_nodes)
+    raw = pd.concat(pd.read_csv(p) for p in (results / "raw" / "microbench").glob("**/*.csv"))
+    assert (raw.nodes == 1).all() and (raw.link_rate == "1gbit").all()
+
+
+@pytest.mark.slow
+def test_tiny_study_across_nodes_with_srun(tmp_path, two_nodes):
+    # launcher srun without images: the environments' own ardlab on both nodes, each library with its PMI
+    results = _slurm_study(tmp_path, two_nodes, launcher="srun", max_nodes=2, link_rate="1gbit",
+                           microbench__nodes=[2], train__nodes=[2], tuned={"enabled": False})
+    raw = pd.concat(pd.read_csv(p) for p in (results / "raw" / "microbench").glob("**/*.csv"))
+    assert set(raw.library) == {"mpich", "openmpi", "intelmpi"}
+    assert (raw.nodes == 2).all() and (raw.link_rate == "1gbit").all()
+    big = raw[raw.size_bytes == raw.size_bytes.max()]
+    assert (big.net_tx_max_node_bytes_per_call >= big.size_bytes).all(), big  # the bytes went over eth0
+    train = pd.concat(pd.read_csv(p) for p in (results / "raw" / "train").glob("**/*.csv"))
+    assert (train.nodes == 2).all() and set(train.library) == {"mpich", "openmpi", "intelmpi"}

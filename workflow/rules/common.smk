@@ -13,8 +13,8 @@ def measured_log(kind):
 
 def job_of(kind, wc):
     """The job (one round of one comparison group) that a rule's wildcards name."""
-    return study.Job(kind, int(wc.round), int(wc.ranks), int(wc.get("nodes", 1)), wc.get("model", ""),
-                     wc.get("mode", ""))
+    nodes, ranks = study.parse_scale(wc.scale) if "scale" in wc.keys() else (int(wc.nodes), int(wc.ranks))
+    return study.Job(kind, int(wc.round), ranks, nodes, wc.get("model", ""), wc.get("mode", ""))
 
 
 def tuned_input(kind):

@@ -54,11 +54,11 @@ def _variant(job: Job, config: dict, lib: str, algorithm: str) -> RunPlan:
                                   **launch)
     name = DEFAULT if tuned_path else algorithm
     if job.kind == "train":
-        return trainer.run_plan(lib, ranks=job.ranks, algorithm=name, tuned=tuned_path, options={
+        return trainer.run_plan(lib, ranks=job.ranks, nodes=job.nodes, algorithm=name, tuned=tuned_path, options={
             "model": job.model, "dataset": "synthetic", "batch_per_rank": sec["batch_per_rank"],
             "steps": sec["steps"], "parallel_mode": job.mode, "bucket_bytes": int(sec["bucket_mb"] * (1 << 20))},
             **launch)
-    return horovod_train.run_plan(lib, ranks=job.ranks, algorithm=name, tuned=tuned_path, options={
+    return horovod_train.run_plan(lib, ranks=job.ranks, nodes=job.nodes, algorithm=name, tuned=tuned_path, options={
         "model": job.model, "batch_per_rank": sec["batch_per_rank"], "warmup_batches": sec["warmup_batches"],
         "batches_per_iter": sec["batches_per_iter"], "iterations": sec["iterations"], "image_size": sec["image_size"]},
         knobs={"fusion_threshold_mb": float(job.mode[1:])}, **launch)

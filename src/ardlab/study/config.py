@@ -9,6 +9,7 @@ against ``ardlab.nn.models`` / ``ardlab.horovod.models``.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,7 +93,7 @@ def check(config: dict) -> None:
         if not sec["enabled"]:
             continue
         _check_names(sec["algorithms"], libs, f"{section}.algorithms", own=own)
-        for what in ("ranks", "nodes") if section == "microbench" else ("ranks",):
+        for what in ("ranks", "nodes"):
             for v in sec[what]:
                 if v > limits[what]:
                     raise ValueError(f"config key '{section}.{what}': {v} exceeds max_{what} = {limits[what]}")
@@ -100,6 +101,12 @@ def check(config: dict) -> None:
         for i, m in enumerate(sec.get("models", [])):
             if m not in models:
                 _bad(f"{section}.models[{i}]", m, models)
+    for section in sections:
+        sec = config[section]
+        for n in sec["nodes"] if sec["enabled"] else ():
+            bad = [r for r in sec["ranks"] if r >= n and r % n]
+            if bad:
+                raise ValueError(f"config key '{section}.ranks': {bad[0]} ranks do not divide over {n} nodes")
     if config["microbench"]["enabled"]:
         from ardlab.bench.sizes import parse_sizes
 
@@ -107,16 +114,16 @@ def check(config: dict) -> None:
             parse_sizes(config["microbench"]["sizes"])
         except ValueError as e:
             raise ValueError(f"config key 'microbench.sizes': {e}") from None
-        for n in config["microbench"]["nodes"]:
-            bad = [r for r in config["microbench"]["ranks"] if r >= n and r % n]
-            if bad:
-                raise ValueError(f"config key 'microbench.ranks': {bad[0]} ranks do not divide over {n} nodes")
     if config["launcher"] == "srun":
-        for lib in libs:
+        for lib in libs if config["images"] else ():
             if lib not in config["images"]:
-                raise ValueError(f"config key 'images': launcher srun needs an Apptainer image for {lib!r}")
-    elif config["microbench"]["enabled"] and max(config["microbench"]["nodes"]) > 1:
-        raise ValueError("config key 'microbench.nodes': launcher local runs on one node; use launcher srun")
+                raise ValueError(f"config key 'images': {lib!r} has no Apptainer image; name one for every library, "
+                                 "or none (the library environments then run on every node)")
+    else:
+        for section in sections:
+            if config[section]["enabled"] and max(config[section]["nodes"]) > 1:
+                raise ValueError(f"config key '{section}.nodes': launcher local runs on one node; use launcher srun")
+    _check_link_rate(config)
     if config["tuned"]["enabled"] and not config["microbench"]["enabled"]:
         raise ValueError("config key 'tuned.enabled': tuned files are made from the microbenchmark; enable it")
     if config["tuned"]["enabled"] and config["tuned"]["ranks"] is not None \
@@ -128,6 +135,23 @@ def check(config: dict) -> None:
         raise ValueError("config key 'reference': a run cannot be its own reference")
     if not any(jobs(config).values()):
         raise ValueError("the configuration selects no job at all (every section disabled or empty)")
+
+
+def _check_link_rate(config: dict) -> None:
+    """The config's link rate is a rate, and on the emulated cluster the one its links have."""
+    from ardlab.cluster import check_rate, link_rate
+
+    rate = config["link_rate"]
+    if rate is None:
+        return
+    try:
+        rate = check_rate(rate) or "none"
+    except ValueError as e:
+        raise ValueError(f"config key 'link_rate': {e}") from None
+    actual = link_rate()
+    if actual and actual != rate:
+        raise ValueError(f"config key 'link_rate': {rate}, but the emulated cluster of SLURM_CONF has links at "
+                         f"{actual}; bring it up with `ardlab cluster up --rate {rate}` or change the config")
 
 
 def _bad(key: str, value, valid) -> None:
@@ -155,7 +179,9 @@ class Job:
 
     @property
     def path(self) -> str:
-        return PATTERNS[self.kind].format(**self.__dict__)
+        # a training group on one node keeps the name it had before groups could span nodes: runs stay comparable
+        scale = f"r{self.ranks}" if self.nodes == 1 else f"n{self.nodes}-r{self.ranks}"
+        return PATTERNS[self.kind].format(**self.__dict__, scale=scale)
 
     @property
     def group(self) -> str:
@@ -166,9 +192,17 @@ class Job:
 PATTERNS = {
     "microbench": "raw/microbench/n{nodes}-r{ranks}/round{round}.csv",
     "microbench_tuned": "raw/microbench_tuned/n{nodes}-r{ranks}/round{round}.csv",
-    "train": "raw/train/{model}-{mode}/r{ranks}/round{round}.csv",
-    "horovod": "raw/horovod/{model}-{mode}/r{ranks}/round{round}.csv",
+    "train": "raw/train/{model}-{mode}/{scale}/round{round}.csv",
+    "horovod": "raw/horovod/{model}-{mode}/{scale}/round{round}.csv",
 }
+
+
+def parse_scale(text: str) -> tuple[int, int]:
+    """(nodes, ranks) of a training group's scale folder: r<ranks> (one node) or n<nodes>-r<ranks>."""
+    m = re.fullmatch(r"(?:n(\d+)-)?r(\d+)", text)
+    if not m:
+        raise ValueError(f"{text!r} is not a scale folder (r<ranks> or n<nodes>-r<ranks>)")
+    return int(m.group(1) or 1), int(m.group(2))
 
 
 def tuned_ranks(config: dict) -> int:
@@ -189,24 +223,26 @@ def tuned_rerun(config: dict, section: str) -> bool:
         and section in ("train", "horovod")
 
 
+def _scales(section: dict) -> list[tuple[int, int]]:
+    """(nodes, ranks) of a section: every node count with every rank count that spreads evenly over it."""
+    return [(n, r) for n in section["nodes"] for r in section["ranks"] if r >= n and r % n == 0]
+
+
 def jobs(config: dict) -> dict[str, list[Job]]:
     """Every measurement job of the config (one per comparison group and round), by kind."""
     out: dict[str, list[Job]] = {k: [] for k in PATTERNS}
     rounds = range(config["rounds"])
     mb, tr, hv = config["microbench"], config["train"], config["horovod"]
     if mb["enabled"]:
-        for nodes in mb["nodes"]:
-            for ranks in mb["ranks"]:
-                if ranks >= nodes and ranks % nodes == 0:
-                    out["microbench"] += [Job("microbench", r, ranks, nodes) for r in rounds]
+        out["microbench"] += [Job("microbench", r, ranks, nodes) for nodes, ranks in _scales(mb) for r in rounds]
         if config["tuned"]["enabled"]:
             out["microbench_tuned"] += [Job("microbench_tuned", r, tuned_ranks(config)) for r in rounds]
     if tr["enabled"]:
-        out["train"] += [Job("train", r, ranks, 1, model, mode) for model in tr["models"]
-                         for mode in tr["parallel_modes"] for ranks in tr["ranks"] for r in rounds]
+        out["train"] += [Job("train", r, ranks, nodes, model, mode) for model in tr["models"]
+                         for mode in tr["parallel_modes"] for nodes, ranks in _scales(tr) for r in rounds]
     if hv["enabled"]:
-        out["horovod"] += [Job("horovod", r, ranks, 1, model, f"f{fusion:g}") for model in hv["models"]
-                           for fusion in hv["fusion_threshold_mb"] for ranks in hv["ranks"] for r in rounds]
+        out["horovod"] += [Job("horovod", r, ranks, nodes, model, f"f{fusion:g}") for model in hv["models"]
+                           for fusion in hv["fusion_threshold_mb"] for nodes, ranks in _scales(hv) for r in rounds]
     return out
 
 
