@@ -17,7 +17,7 @@ from conftest import ROOT
 
 CONTAINERS = ROOT / "containers"
 SCRIPTS = [CONTAINERS / n for n in ("install-env", "install-horovod", "setup-envs", "render-defs", "build")] + [
-    ROOT / "tests/run", ROOT / "workflow/run", ROOT / ".ci/run"]
+    ROOT / "tests/run", ROOT / "workflow/run", ROOT / "workflow/run-cluster", ROOT / ".ci/run"]
 
 
 def test_definitions_are_rendered_from_the_template():

@@ -1,6 +1,6 @@
 """The `ardlab` command line: one subcommand per job, each a parser-building function and a handler.
 
-    info | probe | bench allreduce | train | train-tf | tune | report | predict | run | rank
+    info | probe | bench allreduce | train | train-tf | tune | report | predict | cluster | run | rank
 
 Measuring subcommands build a validated run plan (the kind's ``run_plan``) and hand it to the driver (``ardlab.driver``),
 which starts the ranks; with ``--in-mpi`` (started by the user's own launcher, e.g. srun) the plan runs in this
@@ -442,6 +442,13 @@ def _run_parser(s):
     s.set_defaults(func=_run)
 
 
+def _cluster_parser(s):
+    from ardlab.cluster.__main__ import add_arguments, run
+
+    add_arguments(s)
+    s.set_defaults(func=run)
+
+
 def _rank_parser(s):
     s.add_argument("--plan", required=True, help="the run plan file the driver wrote")
     s.set_defaults(func=_rank)
@@ -458,6 +465,8 @@ COMMANDS = [
     ("report", "speedup tables (CSV, Markdown) and figures from result CSVs", _report_parser),
     ("predict", "fit alpha-beta-gamma cost models to microbenchmarks and predict the best Allreduce at larger "
                 "scale (tables, tuned files, figures)", _predict_parser),
+    ("cluster", "an emulated multi-node Slurm cluster on this machine: up, down, status, env (root)",
+     _cluster_parser),
     ("run", "run a workflow job: rounds of a comparison group (JSON) with the driver", _run_parser),
     ("rank", "what each launched rank runs: the plan file written by the driver", _rank_parser),
 ]
@@ -479,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError, RuntimeError, FloatingPointError) as e:
+    except (ValueError, FileNotFoundError, RuntimeError, FloatingPointError, PermissionError) as e:
         print(f"ardlab: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # output piped into `head` and the like

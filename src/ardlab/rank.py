@@ -38,21 +38,36 @@ def execute(plan: RunPlan) -> list[dict] | None:
         from ardlab.comm.launch import thread_env
 
         os.environ.update(thread_env(plan.threads))  # for runtimes that read them when they load
+    where = placement(plan.threads or 1)
     if plan.kind == "bench":
-        return _bench(plan)
-    nodes = len(set(MPI.COMM_WORLD.allgather(MPI.Get_processor_name())))
+        return _bench(plan, where)
     row = _train(plan) if plan.kind == "train" else _train_tf(plan)
     if row is None:  # not rank 0
         return None
-    plan.stamp(row)
-    row["nodes"] = nodes
+    plan.stamp(row).update(where)
     if plan.output:
         write_csv(plan.output, TRAIN_COLUMNS, [row])
     print(", ".join(f"{k}={row[k]}" for k in SHOWN[plan.kind]), flush=True)
     return [row]
 
 
-def _bench(plan: RunPlan) -> list[dict] | None:
+def placement(threads: int) -> dict:
+    """Where this job's ranks run (collective): its nodes (distinct processor names) and the threads per core of
+    the busiest machine (machines told apart by /etc/machine-id: the emulated cluster's nodes share one)."""
+    from mpi4py import MPI
+
+    try:
+        machine = open("/etc/machine-id").read().strip()
+    except OSError:
+        machine = MPI.Get_processor_name()
+    ranks = MPI.COMM_WORLD.allgather((MPI.Get_processor_name(), machine, os.cpu_count() or 1, threads))
+    load: dict[str, float] = {}
+    for _, m, cores, t in ranks:
+        load[m] = load.get(m, 0.0) + t / cores
+    return {"nodes": len({r[0] for r in ranks}), "threads_per_core": f"{max(load.values()):.2f}"}
+
+
+def _bench(plan: RunPlan, where: dict) -> list[dict] | None:
     from mpi4py import MPI
 
     from ardlab.bench import allreduce
@@ -61,7 +76,7 @@ def _bench(plan: RunPlan) -> list[dict] | None:
                                             tuned=plan.tuned, **plan.options), progress=plan.progress)
     if MPI.COMM_WORLD.Get_rank() != 0:
         return None
-    rows = [plan.stamp(r) for r in rows]
+    rows = [plan.stamp(r) | where for r in rows]
     if plan.output:
         write_csv(plan.output, BENCH_COLUMNS, rows)
     return rows

@@ -24,10 +24,11 @@ from typing import Iterable, Mapping, Sequence
 # the round, the position of its launch in that round's shuffled order, and the seed of the order.
 ROUND_COLUMNS = ["group", "round", "position", "order_seed"]
 
-# The network a row was measured on: the link rate of the emulated cluster it ran on ("none": unlimited; empty:
-# not an emulated cluster, so unknown), and for the microbenchmark the bytes sent per Allreduce on the nodes'
-# network interface (all nodes together, and the node that sent most; empty on one node).
-NETWORK_COLUMNS = ["link_rate"]
+# Where a row was measured: the link rate of the emulated cluster it ran on ("none": unlimited; empty: not an
+# emulated cluster, so unknown) and the threads per core on the busiest machine (> 1: the ranks time-shared its
+# cores, as several emulated nodes on one machine do); for the microbenchmark, the bytes sent per Allreduce on the
+# nodes' network interface (all nodes together, and the node that sent most; empty on one node).
+NETWORK_COLUMNS = ["link_rate", "threads_per_core"]
 TRAFFIC_COLUMNS = ["net_tx_bytes_per_call", "net_tx_max_node_bytes_per_call"]
 
 BENCH_COLUMNS = [
@@ -79,6 +80,10 @@ def selected_algorithms(selection_file: str | os.PathLike) -> list[str]:
 
 # Environment variables that are MPI or Horovod settings: recorded with every row as the knobs in force.
 KNOB_PREFIXES = ("MPIR_CVAR_", "OMPI_MCA_", "I_MPI_", "HOROVOD_", "PRTE_MCA_")
+# Settings that only say where a launch's runtime files go (ardlab.comm.launch.scratch_env, a fresh folder per
+# launch): not knobs, and never recorded as such.
+RUNTIME_PATH_SETTINGS = ("TMPDIR", "OMPI_MCA_btl_sm_backing_directory", "PRTE_MCA_prte_tmpdir_base",
+                         "PMIX_MCA_pmix_tmpdir_base")
 
 
 @contextmanager
@@ -120,7 +125,8 @@ def knobs_string(env: Mapping[str, str]) -> str:
 def knobs_in_force(environ: Mapping[str, str] | None = None) -> str:
     """The MPI / Horovod settings present in an environment, as `knobs_string`."""
     environ = os.environ if environ is None else environ
-    return knobs_string({k: v for k, v in environ.items() if k.startswith(KNOB_PREFIXES)})
+    return knobs_string({k: v for k, v in environ.items()
+                         if k.startswith(KNOB_PREFIXES) and k not in RUNTIME_PATH_SETTINGS})
 
 
 def markdown(columns: Sequence[str], rows: Iterable[Sequence]) -> str:

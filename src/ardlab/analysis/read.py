@@ -11,7 +11,7 @@ from ardlab.results import BENCH_COLUMNS, EARLIER_COLUMNS, TRAIN_COLUMNS
 
 NUMERIC = {"ranks", "nodes", "size_bytes", "iterations", "avg_us", "min_us", "max_us", "batch_per_rank", "steps",
            "img_per_s", "img_per_s_ci95", "compute_s", "allreduce_s", "wait_s", "final_loss", "final_accuracy",
-           "final_top5_accuracy", "net_tx_bytes_per_call", "net_tx_max_node_bytes_per_call"}
+           "final_top5_accuracy", "net_tx_bytes_per_call", "net_tx_max_node_bytes_per_call", "threads_per_core"}
 
 
 def read(paths: Iterable[str | Path], columns: Sequence[str], earlier: tuple | None = None) -> pd.DataFrame:

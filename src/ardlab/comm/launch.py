@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ardlab.comm.libraries import DEFAULT, library, run_env
+from ardlab.results import RUNTIME_PATH_SETTINGS
 
 # The thread-count variables of the runtimes a rank may load (OpenMP, OpenBLAS, MKL): all set together, so no
 # library falls back to one thread per core when a rank should have its share only.
@@ -85,9 +86,9 @@ SCRATCH_BASE = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.
 
 
 def scratch_env(folder: Path) -> dict[str, str]:
-    """Settings that put the runtimes' files of one launch under `folder`."""
-    return {"TMPDIR": str(folder), "OMPI_MCA_btl_sm_backing_directory": str(folder),
-            "PRTE_MCA_prte_tmpdir_base": str(folder), "PMIX_MCA_pmix_tmpdir_base": str(folder)}
+    """Settings that put the runtimes' files of one launch under `folder` (TMPDIR, Open MPI's shared-memory backing
+    folder, PRRTE's and PMIx's session folders)."""
+    return dict.fromkeys(RUNTIME_PATH_SETTINGS, str(folder))
 
 
 def execute(argv: Sequence[str], env: Mapping[str, str], *, timeout: float | None = None,
