@@ -2,7 +2,8 @@
 
 _BENCH = [f"{R}/{j.path}" for j in JOBS["microbench"] + JOBS["microbench_tuned"]]
 _TRAIN = [f"{R}/{j.path}" for j in JOBS["train"] + JOBS["horovod"]]
-_TABLES = report_tables(microbench=bool(_BENCH), training=bool(_TRAIN), tuned=config["tuned"]["enabled"])
+_TABLES = report_tables(microbench=bool(_BENCH), training=bool(_TRAIN), tuned=config["tuned"]["enabled"],
+                        network=any(j.nodes > 1 for j in JOBS["microbench"]))
 
 
 localrules: run_info, report, costmodel, compare, tune  # light: they run where snakemake runs

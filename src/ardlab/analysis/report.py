@@ -15,7 +15,9 @@ between variants measured in the same paired, interleaved rounds, with 95% inter
 - drift: each library default's reference per round and whether it moved monotonically over the run;
 - headline: the study's headline numbers (largest significant speedups over the default and across libraries,
   tuned files, training), each with its interval and verdict;
-- claims: every comparison with its interval and verdict (``ardlab report --compare`` matches them across runs).
+- claims: every comparison with its interval and verdict (``ardlab report --compare`` matches them across runs);
+- network_bound / network_traffic (runs on several nodes): each library's best Allreduce against the link's
+  bandwidth bound, and every algorithm's bytes on the wire against its traffic model (``network``).
 
 Figures in <results>/figures/measured (``figures``).
 `ardlab report --compare RUN_A RUN_B` writes reproduce.{csv,md} and reproduce_summary.{csv,md}: every significant
@@ -29,20 +31,21 @@ from pathlib import Path
 import pandas as pd
 
 from ardlab.analysis import comparisons as cmp
-from ardlab.analysis import figures, read, reproduce
+from ardlab.analysis import figures, network, read, reproduce
 from ardlab.comm.libraries import TUNED
 from ardlab.results import save_frame
 
 MICROBENCH_TABLES = ("microbench_speedup", "microbench_across_libraries", "best_algorithm_ranges")
 TRAINING_TABLE = "training_throughput"
 TUNED_TABLES = ("tuned_speedup", "tuned_speedup_points")
+NETWORK_TABLES = ("network_bound", "network_traffic")
 ALWAYS = ("headline", "drift", "claims")
 
 
-def tables_made(*, microbench: bool, training: bool, tuned: bool) -> list[str]:
+def tables_made(*, microbench: bool, training: bool, tuned: bool, network: bool = False) -> list[str]:
     """The names of the tables `report` writes for these inputs (the workflow declares them as outputs)."""
     return [*(MICROBENCH_TABLES if microbench else ()), *([TRAINING_TABLE] if training else ()),
-            *(TUNED_TABLES if tuned else ()), *ALWAYS]
+            *(TUNED_TABLES if tuned else ()), *(NETWORK_TABLES if network and microbench else ()), *ALWAYS]
 
 
 def analyse(b: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -56,7 +59,9 @@ def analyse(b: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
            "best_algorithm_ranges": cmp.best_ranges(speedups) if len(speedups) else pd.DataFrame(),
            TRAINING_TABLE: train, "tuned_speedup": tuned_sum, "tuned_speedup_points": tu,
            "drift": cmp.drift(b, t), "claims": cmp.claims(speedups, across, train, tu),
-           "headline": cmp.headline(speedups, across, train, tuned_sum)}
+           "headline": cmp.headline(speedups, across, train, tuned_sum),
+           "network_bound": network.bound(b) if len(b) else pd.DataFrame(),
+           "network_traffic": network.traffic(b) if len(b) else pd.DataFrame()}
     return out
 
 
@@ -77,7 +82,8 @@ def report(bench_files, train_files, results: str | Path, figures_dir: str | Pat
     written = []
     made = analyse(b, t)
     tuned = (len(b) and (b.algorithm == TUNED).any()) or (len(t) and (t.algorithm == TUNED).any())
-    for name in tables_made(microbench=len(b) > 0, training=len(t) > 0, tuned=bool(tuned)):
+    several = bool(len(b)) and bool((b.nodes > 1).any())
+    for name in tables_made(microbench=len(b) > 0, training=len(t) > 0, tuned=bool(tuned), network=several):
         save_frame(made[name], tables / name)
         written.append(tables / f"{name}.csv")
     out = Path(figures_dir) if figures_dir else results / "figures" / "measured"

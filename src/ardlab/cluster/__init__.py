@@ -89,11 +89,11 @@ def rate_bits_per_s(rate: str) -> float:
 
 def link_rate(environ=None) -> str:
     """The link rate of the emulated cluster this process runs on, for result rows: its rate, "none" when its links
-    are unlimited, "" when the process runs on no emulated cluster (its Slurm configuration, $SLURM_CONF, has no
-    cluster.json beside it)."""
-    conf = (os.environ if environ is None else environ).get("SLURM_CONF")
-    record = Path(conf).parent / "cluster.json" if conf else None
-    if record is None or not record.is_file():
+    are unlimited, "" when the process runs on no emulated cluster (its Slurm configuration, $SLURM_CONF or
+    /etc/slurm/slurm.conf, has no cluster.json beside it)."""
+    conf = Path((os.environ if environ is None else environ).get("SLURM_CONF") or "/etc/slurm/slurm.conf")
+    record = conf.resolve().parent / "cluster.json"  # on a node, /etc/slurm/slurm.conf links to the state folder
+    if not record.is_file():
         return ""
     return json.loads(record.read_text()).get("rate") or "none"
 

@@ -1,7 +1,8 @@
 """The emulated cluster's Slurm: one munged, slurmctld in its own namespace, one slurmd per node namespace.
 
 Each daemon of a host starts as ``nsenter --net=<its namespace> unshare --uts --mount --propagation private``,
-so that inside it has its own hostname, the cluster's hosts file over /etc/hosts, its own
+so that inside it has its own hostname, the cluster's hosts file over /etc/hosts and its slurm.conf in
+/etc/slurm (jobs and their srun find it without SLURM_CONF, which Snakemake's job steps drop), its own
 /proc/sys/kernel/random/boot_id (else UCX and the libraries' shared-memory transports take all "nodes" for one
 host and never touch the network) and its own /dev/shm (so what jobs leave there goes when the node goes).
 Everything it writes lives under the state folder. Standard library only.
@@ -107,7 +108,11 @@ def start_host(state: Path, host: str, daemon: list[str]) -> int:
         (d / sub).mkdir(parents=True, exist_ok=True)
     boot_id = d / "boot_id"
     boot_id.write_text(f"{uuid.uuid4()}\n")
-    script = (f"hostname {host} && mount --bind {state / 'hosts'} /etc/hosts"
+    etc = state / "etc-slurm"  # what a node's /etc/slurm holds: the cluster's slurm.conf, as on a real cluster
+    etc.mkdir(exist_ok=True)
+    if not (etc / "slurm.conf").is_symlink():
+        (etc / "slurm.conf").symlink_to(state / "slurm.conf")
+    script = (f"hostname {host} && mount --bind {state / 'hosts'} /etc/hosts && mount --bind {etc} /etc/slurm"
               f" && mount --bind {boot_id} /proc/sys/kernel/random/boot_id"
               f" && mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec \"$@\"")
     argv = ["nsenter", f"--net={network.NETNS_DIR / network.namespace(host)}", "unshare", "--uts", "--mount",

@@ -13,7 +13,6 @@ and kills a hung launch after the timeout.
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -114,13 +113,8 @@ def tune_command(config: dict, lib: str, inputs: list[str], output: str) -> str:
 
 
 def _envs_prefix(config: dict) -> list[str]:
-    """Settings every job's command starts with: `ARDLAB_ENVS=...` when the config names where the library
-    environments live, and the Slurm configuration the workflow was started with (`SLURM_CONF`: Snakemake's
-    job-step executor drops every SLURM_* variable from the job's command, and the job's own srun needs it)."""
-    out = [f"ARDLAB_ENVS={shlex.quote(config['envs'])}"] if config.get("envs") else []
-    if os.environ.get("SLURM_CONF"):
-        out.append(f"SLURM_CONF={shlex.quote(os.environ['SLURM_CONF'])}")
-    return out
+    """`ARDLAB_ENVS=...` when the config names where the library environments live (launcher local)."""
+    return [f"ARDLAB_ENVS={shlex.quote(config['envs'])}"] if config.get("envs") else []
 
 
 def runtime_minutes(job: Job, config: dict) -> int:

@@ -1,0 +1,65 @@
+"""The network tables on synthetic rows: the bandwidth bound of a known link, the traffic models, earlier files."""
+
+import glob
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ardlab.analysis import network, read
+from ardlab.comm.traffic import model
+from ardlab.results import BENCH_COLUMNS
+from conftest import ROOT
+
+MIB16 = 16 << 20
+
+
+def rows(nodes=2, rate="1gbit", rounds=5):
+    rng = np.random.default_rng(0)
+    out = []
+    for r in range(rounds):
+        for alg, seconds, family in (("ring", 0.140, "ring"), ("recursive_doubling", 0.150, "recursive_doubling"),
+                                     ("default", 0.145, None)):
+            total, busiest = model(family or "ring", nodes, MIB16) if nodes > 1 else (0, 0)
+            out.append({c: "" for c in BENCH_COLUMNS} | {
+                "library": "mpich", "algorithm": alg, "implementation": "native", "ranks": nodes, "nodes": nodes,
+                "size_bytes": MIB16, "avg_us": seconds * 1e6 * rng.uniform(0.99, 1.01), "group": "microbench/n2-r2",
+                "round": r, "link_rate": rate, "net_tx_bytes_per_call": total * 1.003,
+                "net_tx_max_node_bytes_per_call": busiest * 1.003})
+    return pd.DataFrame(out)
+
+
+def test_bound_of_a_1gbit_link():
+    t = network.bound(rows())
+    (row,) = t.itertuples()
+    assert row.best_algorithm == "ring"
+    assert row.bound_us == pytest.approx(MIB16 * 8 / 1e9 * 1e6)  # 2 nodes: n bytes each way, 134 ms
+    assert row.ratio_to_bound == pytest.approx(0.140 / (MIB16 * 8 / 1e9), rel=0.02)
+    assert row.ratio_ci_low <= row.ratio_to_bound <= row.ratio_ci_high
+
+
+def test_unknown_rate_and_one_node_make_no_rows():
+    assert network.bound(rows(rate="")).empty and network.bound(rows(rate="none")).empty
+    assert network.bound(rows(nodes=1)).empty
+
+
+def test_traffic_against_the_models():
+    t = network.traffic(rows()).set_index("algorithm")
+    assert t.loc["ring", "ratio"] == pytest.approx(1.003) and t.loc["ring", "traffic_model"] == "ring"
+    assert np.isnan(t.loc["default", "ratio"])  # a library's default has no single model
+
+
+def test_models_tell_ring_from_recursive_doubling_at_4_nodes():
+    assert model("ring", 4, 1) == (6, 1.5) and model("recursive_doubling", 4, 1) == (8, 2)
+    assert model("binomial", 4, 1) == (6, 2) and model("linear", 4, 1) == (6, 3)
+    with pytest.raises(ValueError, match="power of two"):
+        model("ring", 3, 1)
+
+
+def test_earlier_files_still_read():
+    # the committed reference runs were written before the network columns existed
+    files = sorted(glob.glob(str(ROOT / "results/runs/reference-a/raw/microbench/*/*.csv")))[:2]
+    b = read.bench(files)
+    assert len(b) and (b.link_rate == "").all() and b.net_tx_bytes_per_call.isna().all()
+    t = read.train(sorted(glob.glob(str(ROOT / "results/runs/reference-a/raw/train/*/*/*.csv")))[:1])
+    assert len(t) and (t.nodes == 1).all() and t.threads_per_core.isna().all()
