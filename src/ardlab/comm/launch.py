@@ -8,6 +8,7 @@ Standard library only (the set-up scripts read it before any environment exists)
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -93,34 +94,54 @@ def scratch_env(folder: Path) -> dict[str, str]:
 
 def execute(argv: Sequence[str], env: Mapping[str, str], *, timeout: float | None = None,
             capture: bool = True) -> subprocess.CompletedProcess:
-    """Run one launch (`argv` from ``command`` or a driver) in its own process group with its own scratch folder;
-    on a timeout the whole group is killed and TimeoutExpired raised. The scratch folder goes either way."""
-    with tempfile.TemporaryDirectory(prefix="ardlab-launch-", dir=SCRATCH_BASE) as folder:
+    """Run one launch (`argv` from ``command`` or a driver) with its own scratch folder; on a timeout (or an
+    interrupt) the launcher and every process it started are killed and TimeoutExpired raised. The launch stays in
+    the caller's process group, so whoever kills that group kills the ranks too. The scratch folder goes either
+    way; one left by a caller that was killed outright is removed by the next launch."""
+    _remove_stale_scratch()
+    with tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=SCRATCH_BASE) as folder:
         pipe = subprocess.PIPE if capture else None
         with subprocess.Popen(list(argv), env={**env, **scratch_env(Path(folder))}, text=True, stdout=pipe,
-                              stderr=pipe, start_new_session=True) as proc:
+                              stderr=pipe) as proc:
             try:
                 out, err = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                raise
             except BaseException:
-                _kill_group(proc)
+                _kill_tree(proc.pid)
+                proc.wait()
                 raise
-            finally:
-                _kill_group(proc, only_left=True)
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def _kill_group(proc: subprocess.Popen, *, only_left: bool = False) -> None:
-    """Kill the launch's process group (the launcher and every rank it started); `only_left`: ranks that outlived
-    their launcher."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        return
-    if not only_left:
-        proc.wait()
+SCRATCH_PREFIX = "ardlab-launch-"
+
+
+def _remove_stale_scratch() -> None:
+    """Remove scratch folders whose launching process is gone (named ardlab-launch-<pid>-...)."""
+    for folder in SCRATCH_BASE.glob(SCRATCH_PREFIX + "*"):
+        pid = folder.name[len(SCRATCH_PREFIX):].partition("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL `pid` and every process descending from it (the launcher's daemons and the ranks)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    todo, tree = [pid], []
+    while todo:
+        p = todo.pop()
+        tree.append(p)
+        todo.extend(children.get(p, []))
+    for p in tree:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def srun_command(library_name: str, ranks: int, nodes: int, inner: Sequence[str], *, algorithm: str = DEFAULT,
