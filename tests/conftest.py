@@ -15,6 +15,30 @@ ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 
 
+# What MPI runs may leave on the machine (Open MPI's session folders and shared-memory segments, MPICH's segments,
+# ardlab's per-launch scratch folders): the test session fails if it leaves any that were not there before it.
+LEFTOVER_PATTERNS = ("/dev/shm/sm_segment.*", "/dev/shm/mpich_shm_*", "/tmp/ompi.*", "/tmp/prte.*",
+                     "/dev/shm/ardlab-launch-*")
+
+
+_BEFORE = pytest.StashKey[set]()
+
+
+def leftovers() -> set[str]:
+    return {str(p) for pattern in LEFTOVER_PATTERNS for p in Path("/").glob(pattern.lstrip("/"))}
+
+
+def pytest_sessionstart(session):
+    session.config.stash[_BEFORE] = leftovers()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    left = sorted(leftovers() - session.config.stash.get(_BEFORE, set()))
+    if left:
+        print(f"\nthe tests left {len(left)} files behind: {', '.join(left[:10])}", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", default=False, help="also run tests marked slow")
 

@@ -26,6 +26,7 @@ from ardlab.comm import launch, library
 from ardlab.comm.libraries import LIBRARIES
 from ardlab.comm.probe import probe
 from ardlab.comm.traffic import model
+from conftest import leftovers
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the emulated cluster needs root")]
 
@@ -33,14 +34,6 @@ NODES = 4
 SIZE = 4 << 20  # large enough that barriers and TCP acknowledgements are a small share of the bytes
 TOTAL_TOLERANCE = 0.05  # bytes of all nodes vs the model
 BUSIEST_TOLERANCE = 0.10  # the node that sends most vs the model (its TCP acknowledgements weigh more)
-LEFTOVER_PATTERNS = ("/dev/shm/sm_segment.*", "/dev/shm/mpich_shm_*", "/tmp/ompi.*", "/tmp/prte.*",
-                     "/dev/shm/ardlab-launch-*")
-
-
-def leftovers() -> set[str]:
-    return {str(p) for pattern in LEFTOVER_PATTERNS for p in Path("/").glob(pattern.lstrip("/"))}
-
-
 def cli(*args, env=None, timeout=600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ardlab.cluster", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, env=env)

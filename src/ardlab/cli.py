@@ -31,10 +31,14 @@ def _info(args: argparse.Namespace) -> int:
         print(f"  launcher: mpiexec {' '.join(lib.launcher_flags)} -n N"
               + (f"   env: {' '.join(f'{k}={v}' for k, v in lib.launcher_env.items())}" if lib.launcher_env else ""))
         print(f"  forcing adds: {' '.join(f'{k}={v}' for k, v in lib.force_env.items()) or '-'}")
-        print(f"  cluster launch: {lib.pmi}")
+        print(f"  cluster launch: {lib.pmi}"
+              + (f"   env: {' '.join(f'{k}={v}' for k, v in lib.srun_env.items())}" if lib.srun_env else ""))
+        if lib.srun_proof:
+            print(f"  proven under srun: {lib.srun_proof}")
         for alg in lib.algorithms.values():
             env = " ".join(f"{k}={v}" for k, v in alg.env.items()) or "(nothing forced)"
-            extra = "; ".join(filter(None, [", ".join(alg.constraints()), alg.note]))
+            wire = f"traffic: {alg.traffic}" if alg.traffic else ""
+            extra = "; ".join(filter(None, [", ".join(alg.constraints()), alg.note, wire]))
             print(f"    {alg.name:30s} {env}" + (f"   [{extra}]" if extra else ""))
     print("Our own algorithms (any library):")
     for alg in OWN_ALGORITHMS.values():
