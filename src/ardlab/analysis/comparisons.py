@@ -110,14 +110,15 @@ def best_ranges(speedups: pd.DataFrame) -> pd.DataFrame:
 
 def training(t: pd.DataFrame) -> pd.DataFrame:
     rows = []
-    for (group, fw, model, mode, ranks), g in t.groupby(["group", "framework", "model", "parallel_mode", "ranks"]):
+    for (group, fw, model, mode, ranks, nodes), g in t.groupby(["group", "framework", "model", "parallel_mode",
+                                                                 "ranks", "nodes"]):
         piv = _rounds(g, "img_per_s")
         worst = piv.median().idxmin()
         for variant in piv.columns:
             lib, alg = variant.split("/", 1)
             s = _summary(piv[variant])
             row = {"group": group, "framework": fw, "model": model, "parallel_mode": mode, "ranks": ranks,
-                   "library": lib, "algorithm": alg, "img_per_s": s["median"], "ci_low": s["ci_low"],
+                   "nodes": nodes, "library": lib, "algorithm": alg, "img_per_s": s["median"], "ci_low": s["ci_low"],
                    "ci_high": s["ci_high"], "ci_level": s["ci_level"], "rounds": s["rounds"]}
             d = f"{lib}/{DEFAULT}"
             if d in piv:

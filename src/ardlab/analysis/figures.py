@@ -77,7 +77,7 @@ def make(speedups: pd.DataFrame, train: pd.DataFrame, b: pd.DataFrame, t: pd.Dat
         fig.colorbar(im, ax=ax, label="log2 speedup (significant cells)")
         save(fig, f"speedup_heatmap_{tag}")
 
-    for (model, ranks), g in (train.groupby(["model", "ranks"]) if len(train) else ()):
+    for (model, ranks, nodes), g in (train.groupby(["model", "ranks", "nodes"]) if len(train) else ()):
         g = g.sort_values(["framework", "library", "parallel_mode", "algorithm"])
         labels = [f"{r.framework} {r.library} {r.parallel_mode} {r.algorithm}" for r in g.itertuples()]
         fig, ax = plt.subplots(figsize=(8, 0.3 * len(g) + 1.5))
@@ -87,9 +87,9 @@ def make(speedups: pd.DataFrame, train: pd.DataFrame, b: pd.DataFrame, t: pd.Dat
         ax.set_yticks(range(len(g)), labels, fontsize=7)
         ax.invert_yaxis()
         ax.set_xlabel("training throughput (img/s): median over rounds, 95% interval")
-        ax.set_title(f"{model}, {ranks} ranks")
+        ax.set_title(f"{model}, {ranks} ranks" + (f" on {nodes} nodes" if nodes > 1 else ""))
         ax.grid(True, axis="x", alpha=0.3)
-        save(fig, f"training_{model}_r{ranks}")
+        save(fig, f"training_{model}_r{ranks}" if nodes == 1 else f"training_{model}_n{nodes}_r{ranks}")
 
     refs = [(f"{group} {lib}", pd.to_datetime(per.started), per.ref / per.ref.median())
             for group, lib, _, per in references(b, t)]
