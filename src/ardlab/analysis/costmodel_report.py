@@ -40,7 +40,7 @@ def run(bench_files, results, figures, ranks: list[int], sizes: list[int], cores
     pred = predict(fits, b, ranks, sizes)
     save_frame(pred, tables / f"costmodel_{TABLES[2]}")
     written = [tables / f"costmodel_{t}.csv" for t in TABLES]
-    for (lib, p), g in pred.groupby(["library", "ranks"]):
+    for (lib, p), g in pred.groupby(["library", "ranks"]) if len(pred) else ():
         ranges = tuned.merge_ranges(zip(g.size_bytes, g.predicted_best))
         if all(library(lib).algorithms[r.algorithm].selectable for r in ranges):
             out = tuned.path(results / "tuned" / "predicted", lib, int(p))
