@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from ardlab.plan import RunPlan
 from ardlab.results import BENCH_COLUMNS, TRAIN_COLUMNS, write_csv
@@ -57,7 +58,7 @@ def placement(threads: int) -> dict:
     from mpi4py import MPI
 
     try:
-        machine = open("/etc/machine-id").read().strip()
+        machine = Path("/etc/machine-id").read_text().strip()
     except OSError:
         machine = MPI.Get_processor_name()
     ranks = MPI.COMM_WORLD.allgather((MPI.Get_processor_name(), machine, os.cpu_count() or 1, threads))
