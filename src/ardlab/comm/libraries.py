@@ -271,8 +271,9 @@ INTELMPI = Library(
                                   symbol=_IMPI + "rabenseifner", cost_model="rabenseifner"),
         "reduce_bcast": _impi_alg("reduce_bcast", 3, "reduce + bcast", cost_model="binomial",
                                   traffic="binomial_scatter_allgather",
-                                  note="observed (eth0 bytes, 4 MiB on 4 nodes): the broadcast is a scatter + "
-                                       "allgather, 7n on the wire, not the binomial broadcast's 6n"),
+                                  note="observed (eth0 bytes, 4 and 16 MiB): on 4 nodes the broadcast is a "
+                                       "scatter + allgather, 7n on the wire, not the binomial broadcast's 6n; on "
+                                       "2 nodes it is binomial"),
         "topo_reduce_bcast": _impi_alg("topo_reduce_bcast", 4, "topology-aware reduce + bcast",
                                        note=_IMPI_NREDUCE + "; across 4 nodes its bytes are a reduce-scatter + "
                                             "allgather's (eth0: 1.5n per node)",

@@ -9,8 +9,9 @@ nodes with one rank each, for the whole job and for the node that sends most. Ri
 2(p-1)/p n per node; recursive doubling (and k=2 recursive multiplying) log2(p) n per node; a binomial reduce +
 broadcast and a linear reduce + broadcast 2(p-1) n in all, with the root (binomial: the root and the subtree roots)
 sending log2(p) n (binomial) or (p-1) n (linear). Two families come from what the counters showed of Intel MPI
-across nodes: a binomial reduce with a scatter + allgather broadcast (2(p-1) + log2(p)/2) n in all, the subtree
-root at p/2 sending most), and a ring whose 2(p-1) n are unevenly spread (no per-node model). Powers of two only,
+across nodes: a binomial reduce with a scatter + allgather broadcast from 4 nodes on ((2(p-1) + log2(p)/2) n in
+all, the subtree root at p/2 sending most; on 2 nodes the broadcast was binomial), and a ring whose 2(p-1) n are
+unevenly spread (no per-node model). Powers of two only,
 where every family's count is exact.
 """
 
@@ -50,7 +51,9 @@ def model(family: str, p: int, n: int) -> tuple[float, float | None]:
         return 2 * (p - 1) * n, lg * n
     if family == "linear":
         return 2 * (p - 1) * n, (p - 1) * n
-    if family == "binomial_scatter_allgather":  # binomial reduce, then a scatter + ring allgather broadcast
+    if family == "binomial_scatter_allgather":  # binomial reduce, then a scatter + ring allgather broadcast ...
+        if p == 2:  # ... from 4 nodes on: on 2 the broadcast was binomial
+            return model("binomial", p, n)
         return (2 * (p - 1) + lg / 2) * n, (1 + (p / 2 - 1) / p + (p - 1) / p) * n
     if family == "unbalanced_ring":  # a ring's bytes in all, unevenly spread over the nodes
         return 2 * (p - 1) * n, None
