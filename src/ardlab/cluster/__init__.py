@@ -133,6 +133,8 @@ def up(nodes: int, rate: str | None = None, *, state: Path | None = None, subnet
         net = ipaddress.ip_network(subnet)
     except ValueError as e:
         raise ValueError(f"subnet {subnet!r} is not an IPv4 network like {DEFAULT_SUBNET}: {e}") from None
+    if net.version != 4:
+        raise ValueError(f"subnet {subnet!r} is not an IPv4 network like {DEFAULT_SUBNET}")
     old = Cluster.load(state)
     if old is not None:
         if (old.nodes, old.rate, old.subnet) == (nodes, rate, str(net)) and all(map(_alive, old.pids.values())) \
@@ -167,8 +169,7 @@ def up(nodes: int, rate: str | None = None, *, state: Path | None = None, subnet
         for h in c.hosts:
             c.pids[f"slurmd-{h}"] = slurm.start_host(state, h, ["slurmd", "-D", "-f", conf, "-N", h])
         c.save()
-        _wait(lambda: set(_sinfo(c).values()) == {"idle"} and len(_sinfo(c)) == nodes, timeout,
-              "the nodes did not become idle", state)
+        _wait(lambda: list(_sinfo(c).values()) == ["idle"] * nodes, timeout, "the nodes did not become idle", state)
     except BaseException:
         down(state, keep_logs=True)
         raise
@@ -228,7 +229,8 @@ def down(state: Path | None = None, *, keep_logs: bool = False) -> list[str]:
     if state.exists() and (c is not None or (state / "slurm.conf").exists()):
         if keep_logs:
             for f in state.rglob("*"):
-                if f.is_file() and not f.name.endswith((".log", ".out")):
+                # the logs say why, and cluster.json lets the next `up` or `down` remove them
+                if f.is_file() and not f.name.endswith((".log", ".out")) and f.name != "cluster.json":
                     f.unlink()
         else:
             shutil.rmtree(state)

@@ -115,12 +115,35 @@ def execute(argv: Sequence[str], env: Mapping[str, str], *, timeout: float | Non
 SCRATCH_PREFIX = "ardlab-launch-"
 
 
+# MPICH's shared-memory segments: always in /dev/shm (shm_open), unlinked once every local rank has mapped them,
+# so only ranks killed while starting leave one behind.
+MPICH_SEGMENTS = "mpich_shm_*"
+
+
 def _remove_stale_scratch() -> None:
-    """Remove scratch folders whose launching process is gone (named ardlab-launch-<pid>-...)."""
+    """Remove what launches killed outright left: scratch folders whose launching process is gone (named
+    ardlab-launch-<pid>-...) and MPICH segments that no process has mapped."""
     for folder in SCRATCH_BASE.glob(SCRATCH_PREFIX + "*"):
         pid = folder.name[len(SCRATCH_PREFIX):].partition("-")[0]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             shutil.rmtree(folder, ignore_errors=True)
+    segments = {str(p) for p in Path("/dev/shm").glob(MPICH_SEGMENTS)}
+    if segments:
+        for p in segments - _mapped(segments):
+            Path(p).unlink(missing_ok=True)
+
+
+def _mapped(paths: set[str]) -> set[str]:
+    """Those of `paths` that some process has mapped or open."""
+    used = set()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            maps = (proc / "maps").read_text()
+            fds = [os.readlink(fd) for fd in (proc / "fd").iterdir()]
+        except OSError:
+            continue
+        used |= {p for p in paths if p in maps or p in fds}
+    return used
 
 
 def _kill_tree(pid: int) -> None:
