@@ -18,7 +18,6 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from ardlab.cluster import link_rate
 from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, TUNED, algorithm, library
 
 KINDS = ("bench", "train", "train-tf")
@@ -91,9 +90,8 @@ class RunPlan:
         return f"{self.library}/{names[0] if names and len(names) == 1 else self.algorithm}"
 
     def stamp(self, row: dict) -> dict:
-        """`row` with this plan's place in its rounds and the network it ran on."""
-        row.update(group=self.group, round=self.round, position=self.position, order_seed=self.order_seed,
-                   link_rate=link_rate())
+        """`row` with this plan's place in its rounds."""
+        row.update(group=self.group, round=self.round, position=self.position, order_seed=self.order_seed)
         return row
 
 

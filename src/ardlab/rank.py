@@ -53,9 +53,12 @@ def execute(plan: RunPlan) -> list[dict] | None:
 
 
 def placement(threads: int) -> dict:
-    """Where this job's ranks run (collective): its nodes (distinct processor names) and the threads per core of
-    the busiest machine (machines told apart by /etc/machine-id: the emulated cluster's nodes share one)."""
+    """Where this job's ranks run (collective): its nodes (distinct processor names), the threads per core of
+    the busiest machine (machines told apart by /etc/machine-id: the emulated cluster's nodes share one) and the
+    emulated cluster's link rate."""
     from mpi4py import MPI
+
+    from ardlab.cluster import link_rate
 
     try:
         machine = Path("/etc/machine-id").read_text().strip()
@@ -65,7 +68,8 @@ def placement(threads: int) -> dict:
     load: dict[str, float] = {}
     for _, m, cores, t in ranks:
         load[m] = load.get(m, 0.0) + t / cores
-    return {"nodes": len({r[0] for r in ranks}), "threads_per_core": f"{max(load.values()):.2f}"}
+    return {"nodes": len({r[0] for r in ranks}), "threads_per_core": f"{max(load.values()):.2f}",
+            "link_rate": link_rate()}
 
 
 def _bench(plan: RunPlan, where: dict) -> list[dict] | None:

@@ -28,7 +28,6 @@ from pathlib import Path
 from ardlab.cluster import network, slurm
 
 DEFAULT_SUBNET = "10.77.0.0/24"
-RATE_UNITS = ("kbit", "mbit", "gbit")
 
 
 def default_state() -> Path:
@@ -66,25 +65,28 @@ class Cluster:
         return cls(**json.loads(path.read_text())) if path.is_file() else None
 
 
+RATE_UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}  # tc's rate units, in bits per second
+
+
 def check_rate(rate: str | None) -> str | None:
+    """`rate` if it is a link rate in tc's notation (None for 'none' or no rate); ValueError naming it otherwise."""
     if rate is None or rate in ("", "none"):
         return None
-    number = rate.rstrip("abcdefghijklmnopqrstuvwxyz")
-    unit = rate[len(number):]
-    try:
-        ok = float(number) > 0 and unit in RATE_UNITS
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ValueError(f"link rate {rate!r} is not a rate like 1gbit, 250mbit or 100000kbit "
-                         f"(a positive number and one of {', '.join(RATE_UNITS)}; 'none' for unlimited)")
+    rate_bits_per_s(rate)
     return rate
 
 
 def rate_bits_per_s(rate: str) -> float:
-    """tc's rate notation in bits per second (1gbit -> 1e9)."""
-    number = rate[: -len(next(u for u in RATE_UNITS if rate.endswith(u)))]
-    return float(number) * {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}[rate[len(number):]]
+    """tc's rate notation in bits per second (1gbit -> 1e9); ValueError naming a rate that is not one."""
+    unit = rate[-4:]
+    try:
+        value = float(rate[:-4]) * RATE_UNITS[unit]
+    except (KeyError, ValueError):
+        value = 0.0
+    if not value > 0:
+        raise ValueError(f"link rate {rate!r} is not a rate like 1gbit, 250mbit or 100000kbit "
+                         f"(a positive number and one of {', '.join(RATE_UNITS)}; 'none' for unlimited)")
+    return value
 
 
 def link_rate(environ=None) -> str:

@@ -112,8 +112,3 @@ def remove() -> list[str]:
         sh("ip", "netns", "del", ns)
     return spaces + links
 
-
-def tx_bytes(host: str, dev: str = "eth0") -> int:
-    """Bytes `host` has sent on its `dev` (its namespace's interface counter)."""
-    out = sh("ip", "netns", "exec", namespace(host), "cat", f"/sys/class/net/{dev}/statistics/tx_bytes").stdout
-    return int(out)
