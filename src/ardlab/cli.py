@@ -103,6 +103,7 @@ def _bench_allreduce(args: argparse.Namespace) -> int:
         sweep, skip = False, True
     plan = run_plan(lib, ranks=ranks, nodes=nodes, sizes=parse_sizes(args.sizes), algorithms=names, sweep=sweep,
                     own=not args.no_own, dtype=args.dtype, iterations=args.iterations, warmup=args.warmup,
+                    budget_mib=args.budget_mib, max_iterations=args.max_iterations,
                     validate=args.validate, skip_inapplicable=skip, tuned=args.tuned, **_launch_settings(args))
     if args.in_mpi:
         if args.rounds != 1:
@@ -307,7 +308,7 @@ def _probe_parser(s):
 
 
 def _bench_allreduce_parser(s):
-    from ardlab.bench.allreduce import DTYPES
+    from ardlab.bench.allreduce import BUDGET_MIB, DTYPES, MAX_ITERATIONS
     from ardlab.bench.sizes import DEFAULT_SIZES
 
     _launch_arguments(s, ranks=2, threads=None, threads_help="thread variables of every rank (default: unset)")
@@ -320,6 +321,10 @@ def _bench_allreduce_parser(s):
     s.add_argument("--sizes", default=DEFAULT_SIZES, help="bytes: list '4,1K,64M' and/or ranges 'LO:HI[:xF]'")
     s.add_argument("--dtype", default="float32", choices=DTYPES)
     s.add_argument("--iterations", type=int, help="timed calls per size (default: by size, OSU-like)")
+    s.add_argument("--budget-mib", type=float, default=BUDGET_MIB, help="without --iterations: timed calls per "
+                   "size reduce about this many MiB (default %(default)g; at least 10 calls)")
+    s.add_argument("--max-iterations", type=int, default=MAX_ITERATIONS,
+                   help="without --iterations: the most timed calls per size (default %(default)s)")
     s.add_argument("--warmup", type=int, help="untimed calls per size (default: a tenth of the timed ones)")
     s.add_argument("--validate", action="store_true", help="check every result against the exact sum")
     s.add_argument("--skip-inapplicable", action="store_true",

@@ -41,15 +41,22 @@ class Plan:
     validate: bool = False
     skip_inapplicable: bool = False  # sweeps skip (algorithm, size) points an algorithm cannot run
     tuned: str | None = None  # a tuned selection file (algorithm label "tuned")
+    budget_mib: float = 256  # bytes reduced per size (iterations_for)
+    max_iterations: int = 1000
 
 
-def iterations_for(size_bytes: int, fixed: int | None = None) -> int:
-    """OSU-like budget: 1000 calls for small messages, fewer as size grows (at least 10)."""
+BUDGET_MIB = 256
+MAX_ITERATIONS = 1000
+MIN_ITERATIONS = 10
+
+
+def iterations_for(size_bytes: int, fixed: int | None = None, *, budget_mib: float = BUDGET_MIB,
+                   max_iterations: int = MAX_ITERATIONS) -> int:
+    """OSU-like budget: as many calls as reduce `budget_mib` MiB, between 10 and `max_iterations` (1000: small
+    messages); a fixed count wins."""
     if fixed is not None:
         return fixed
-    if size_bytes <= 8192:
-        return 1000
-    return max(10, min(1000, (64 << 20) // size_bytes * 4))
+    return max(min(MIN_ITERATIONS, max_iterations), min(max_iterations, int(budget_mib * (1 << 20)) // size_bytes))
 
 
 def warmup_for(iterations: int, fixed: int | None = None) -> int:
@@ -88,6 +95,8 @@ def make_plan(
     own: bool = True,
     skip_inapplicable: bool = False,
     tuned: str | None = None,
+    budget_mib: float = BUDGET_MIB,
+    max_iterations: int = MAX_ITERATIONS,
 ) -> Plan:
     """Check every choice against the table and raise ValueError naming a bad value and the valid ones."""
     lib = library(library_name)
@@ -99,6 +108,11 @@ def make_plan(
         raise ValueError(f"iterations must be >= 1, got {iterations}")
     if warmup is not None and warmup < 0:
         raise ValueError(f"warm-up iterations must be >= 0, got {warmup}")
+    if not budget_mib > 0:
+        raise ValueError(f"the byte budget per size must be > 0 MiB, got {budget_mib}")
+    if max_iterations < 1:
+        raise ValueError(f"the most timed calls per size must be >= 1, got {max_iterations}")
+    budget = {"budget_mib": budget_mib, "max_iterations": max_iterations}
     import numpy as np
 
     itemsize = np.dtype(dtype).itemsize
@@ -110,7 +124,7 @@ def make_plan(
             raise ValueError("a tuned selection file replaces --algorithm/--sweep; give one or the other")
         # the file is read when the run starts (ardlab.driver): in a workflow an earlier job makes it
         return Plan(library_name, [TUNED], sizes, ranks, nodes, dtype, iterations, warmup, validate,
-                    skip_inapplicable=False, tuned=str(tuned))
+                    skip_inapplicable=False, tuned=str(tuned), **budget)
     if sweep:
         names = [n for n, a in algorithms(library_name, own=own).items()
                  if not (a.multi_node_only and nodes < 2)]
@@ -127,17 +141,19 @@ def make_plan(
                 if reason:
                     raise ValueError(f"{reason} (message size {s} B)")
     return Plan(library_name, names, sizes, ranks, nodes, dtype, iterations, warmup, validate,
-                skip_inapplicable=sweep or skip_inapplicable)
+                skip_inapplicable=sweep or skip_inapplicable, **budget)
 
 
 def run_plan(library_name: str, *, ranks: int, sizes: list[int], algorithms: list[str] | None = None,
              sweep: bool = False, own: bool = True, nodes: int = 1, dtype: str = "float32",
              iterations: int | None = None, warmup: int | None = None, validate: bool = False,
-             skip_inapplicable: bool = False, tuned: str | None = None, **run) -> RunPlan:
+             skip_inapplicable: bool = False, tuned: str | None = None, budget_mib: float = BUDGET_MIB,
+             max_iterations: int = MAX_ITERATIONS, **run) -> RunPlan:
     """The validated run plan of a microbenchmark (`run`: the RunPlan's launch fields)."""
     p = make_plan(library_name, algorithm_names=algorithms, sweep=sweep, sizes=sizes, ranks=ranks, nodes=nodes,
                   dtype=dtype, iterations=iterations, warmup=warmup, validate=validate, own=own,
-                  skip_inapplicable=skip_inapplicable, tuned=tuned)
+                  skip_inapplicable=skip_inapplicable, tuned=tuned, budget_mib=budget_mib,
+                  max_iterations=max_iterations)
     options = {k: v for k, v in asdict(p).items() if k not in PLAN_FIELDS}
     return RunPlan("bench", p.library, p.ranks, nodes=p.nodes, tuned=p.tuned, options=options, **run)
 
@@ -237,7 +253,8 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
         x = (np.arange(count) % 7 + rank + 1).astype(dtype)
         y = np.zeros_like(x)
         expected = (np.arange(count) % 7 * size + size * (size + 1) // 2).astype(dtype)
-        iters = iterations_for(nbytes, plan.iterations)
+        iters = iterations_for(nbytes, plan.iterations, budget_mib=plan.budget_mib,
+                               max_iterations=plan.max_iterations)
         for _ in range(warmup_for(iters, plan.warmup)):
             call(x, y)
         total = 0.0

@@ -50,7 +50,8 @@ def _variant(job: Job, config: dict, lib: str, algorithm: str) -> RunPlan:
     if job.kind.startswith("microbench"):
         return allreduce.run_plan(lib, ranks=job.ranks, nodes=job.nodes, sizes=parse_sizes(sec["sizes"]),
                                   algorithms=None if tuned_path else [algorithm], dtype=sec["dtype"],
-                                  iterations=sec["iterations"] or None, skip_inapplicable=True, tuned=tuned_path,
+                                  iterations=sec["iterations"] or None, budget_mib=sec["budget_mib"],
+                                  max_iterations=sec["max_iterations"], skip_inapplicable=True, tuned=tuned_path,
                                   **launch)
     name = DEFAULT if tuned_path else algorithm
     if job.kind == "train":

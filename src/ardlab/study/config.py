@@ -103,10 +103,13 @@ def check(config: dict) -> None:
                 _bad(f"{section}.models[{i}]", m, models)
     for section in sections:
         sec = config[section]
-        for n in sec["nodes"] if sec["enabled"] else ():
+        for n in sec["nodes"] if sec["enabled"] and not sec.get("ranks_per_node") else ():
             bad = [r for r in sec["ranks"] if r >= n and r % n]
             if bad:
                 raise ValueError(f"config key '{section}.ranks': {bad[0]} ranks do not divide over {n} nodes")
+        if sec["enabled"] and sec.get("ranks_per_node") and not _scales(sec):
+            raise ValueError(f"config key '{section}.ranks_per_node': {sec['ranks_per_node']} leaves no (nodes, ranks) "
+                             f"pair of nodes {sec['nodes']} and ranks {sec['ranks']}")
     if config["microbench"]["enabled"]:
         from ardlab.bench.sizes import parse_sizes
 
@@ -224,8 +227,11 @@ def tuned_rerun(config: dict, section: str) -> bool:
 
 
 def _scales(section: dict) -> list[tuple[int, int]]:
-    """(nodes, ranks) of a section: every node count with every rank count that spreads evenly over it."""
-    return [(n, r) for n in section["nodes"] for r in section["ranks"] if r >= n and r % n == 0]
+    """(nodes, ranks) of a section: every node count with every rank count that spreads evenly over it (and, where
+    the section names `ranks_per_node`, gives one of those per node)."""
+    per = section.get("ranks_per_node")
+    return [(n, r) for n in section["nodes"] for r in section["ranks"]
+            if r >= n and r % n == 0 and (not per or r // n in per)]
 
 
 def jobs(config: dict) -> dict[str, list[Job]]:
