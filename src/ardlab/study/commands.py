@@ -137,8 +137,9 @@ def resources(job: Job, config: dict) -> dict:
     """The Slurm resources of a job: nodes, tasks, cpus_per_task, mem_mb, runtime (and, one value for every
     rule, mpi_resource and `measure`, which the local profile counts)."""
     res = {"mem_mb": 2000 + 1500 * job.ranks, "runtime": runtime_minutes(job, config)}
-    if config["launcher"] == "srun":
-        res.update(nodes=job.nodes, tasks=job.ranks, cpus_per_task=threads(job, config))
+    if config["launcher"] == "srun":  # Slurm's mem is per node: the driver's share plus that node's ranks
+        res.update(nodes=job.nodes, tasks=job.ranks, cpus_per_task=threads(job, config),
+                   mem_mb=2000 + 1500 * -(-job.ranks // job.nodes))
     else:  # ardlab's driver starts the ranks with the library's mpiexec on the job's node: one slot per rank,
         # at most the node's cores (more ranks than cores are oversubscribed, as on the local profile)
         per = min(threads(job, config), config["cpus_per_node"])
