@@ -124,5 +124,5 @@ def test_too_few_sizes_to_hold_out():
 
 
 def test_unknown_holdout():
-    with pytest.raises(ValueError, match="unknown hold-out 'nodes'"):
-        costmodel.validate(bench_frame(slow_large=None), "nodes")
+    with pytest.raises(ValueError, match="unknown hold-out 'cores'"):
+        costmodel.validate(bench_frame(slow_large=None), "cores")

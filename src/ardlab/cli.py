@@ -269,8 +269,17 @@ def _predict(args: argparse.Namespace) -> int:
     figures = args.figures or Path(args.results) / "figures" / "costmodel"
     if args.cores_per_node is not None and args.cores_per_node < 1:
         raise ValueError(f"--cores-per-node must be >= 1, got {args.cores_per_node}")
+    network = None
+    if (args.link_rate is None) != (args.latency is None):
+        raise ValueError("--link-rate and --latency go together: a network is its rate and its latency")
+    if args.link_rate is not None:
+        from ardlab.analysis.costmodel import Network, parse_latency
+        from ardlab.cluster import rate_bits_per_s
+
+        rate_bits_per_s(args.link_rate)  # raises naming a bad rate
+        network = Network(args.link_rate, parse_latency(args.latency))
     for path in costmodel_report.run(args.fit, args.results, figures, ranks, parse_sizes(args.sizes),
-                                     args.cores_per_node or os.cpu_count()):
+                                     args.cores_per_node or os.cpu_count(), fits_file=args.fits, network=network):
         print(path)
     return 0
 
@@ -436,7 +445,13 @@ def _report_parser(s):
 
 
 def _predict_parser(s):
-    s.add_argument("--fit", nargs="+", required=True, help="microbenchmark CSVs to fit")
+    g = s.add_mutually_exclusive_group(required=True)
+    g.add_argument("--fit", nargs="+", help="microbenchmark CSVs to fit")
+    g.add_argument("--fits", metavar="FILE", help="a costmodel_fits.csv (of an earlier run, e.g. on your cluster) "
+                   "to predict from instead of fitting (no validation)")
+    s.add_argument("--link-rate", help="predict for a network with links at this rate (tc notation: 100gbit, "
+                   "25gbit, 800mbit), from the fits across nodes; with --latency")
+    s.add_argument("--latency", help="that network's per-message latency (1us, 0.5us, 0.05ms)")
     s.add_argument("--ranks", nargs="+", default=["16", "64", "256", "1024"], help="rank counts to predict")
     s.add_argument("--sizes", default="4:1G:x4", help="message sizes to predict (bytes, as in bench)")
     s.add_argument("--results", default="results", help="folder that gets tables/ and tuned/predicted/")

@@ -31,7 +31,7 @@ rule report:
 
 
 rule costmodel:
-    input: bench=[f"{R}/{j.path}" for j in JOBS["microbench"]]
+    input: bench=[f"{R}/{j.path}" for j in JOBS["microbench"]] + commands.other_runs_bench(config)
     output:
         tables=[f"{R}/tables/costmodel_{t}.{ext}" for t in COSTMODEL_TABLES for ext in ("csv", "md")],
         figures=report(directory(f"{R}/figures/costmodel"), patterns=["{name}.png"], category="Cost models"),

@@ -13,11 +13,24 @@ which on one node is of the order of alpha and would otherwise be forced into it
 - recursive_multiplying: k-ary recursive doubling (k=2 in MPICH's defaults: as recursive_doubling);
 - linear: p-1 whole vectors to a root and back.
 
-Fits are least squares with o, alpha, beta, gamma >= 0 (scipy), per library, algorithm and node class
-(one node: intra-node constants; several: inter-node). Where an algorithm's coefficients are proportional
-(ring: b = 2c at every p) only the combination is determined; predictions use that combination, which is
-all the model needs. A fit is rejected, with the reason, when it has fewer than 4 sizes, or its median
-relative error exceeds 50%.
+Fits are least squares with o, alpha, beta, gamma >= 0 (scipy), per library, algorithm, node class (one
+node: intra-node constants; several: inter-node) and link rate (the emulated cluster's, recorded in every
+row). Across nodes an algorithm is modelled by the bytes its ranks put on the wire (the table's ``traffic``
+family where the byte counts showed another family than its name suggests, e.g. Intel MPI's
+topo_reduce_bcast moves a ring's bytes). Where an algorithm's beta and gamma coefficients are proportional at
+every measured point (ring, Rabenseifner: b = 2c at every p) only their combination is determined: gamma is
+then 0 and beta holds the whole per-byte cost (``gamma_folded``). A fit is rejected, with the reason, when it
+has fewer than 4 sizes, or its median relative error exceeds 50%.
+
+Against a known link (the emulated cluster's tc rate): the inter-node beta of a bandwidth-optimal algorithm
+should be 8/rate seconds per byte (``ground_truth``), and follow the rate between two settings
+(``rate_scaling``). Held out (``validate``): the largest sizes, the larger rank counts (one node) or the
+largest node count (several nodes); a held-out point is *decided* where the paired interval of the predicted
+pick's time over the measured best's lies wholly on one side of 1.10.
+
+For another network (``Network``: a user's link rate and latency) the inter-node fits keep their software
+overhead o and the per-byte cost the measured link did not explain (reduction, copies, the TCP stack:
+beta - 8/rate_measured), and take the given latency as alpha and 8/rate as the wire's beta.
 
 Regimes: the per-message and per-byte costs are not the same at every size (the library switches from eager
 to rendezvous copies at a few KiB; the working set leaves the caches beyond a few hundred KiB: measured here,
@@ -29,6 +42,7 @@ which must miss by more than 1% (RMS).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -36,6 +50,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ardlab.analysis.stats import speedup_ci
+from ardlab.cluster import rate_bits_per_s
 from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, TUNED, library
 
 SEGMENT = 65536  # bytes: Open MPI's segmented ring as forced by the table
@@ -45,6 +61,10 @@ MAX_SPLITS = 2  # at most three regimes: latency-bound, in-cache and memory-boun
 SPLIT_GAIN = 0.5  # one more regime must at least halve the sum of squared relative errors ...
 SPLIT_MIN_RMS = 0.01  # ... of fewer regimes that miss by more than 1% (root mean square)
 HELD_SIZES = 3  # the "sizes" hold-out predicts the largest measured sizes from the others
+WITHIN = 1.10  # a pick scores where its measured time is within 10% of the measured best's
+BANDWIDTH_OPTIMAL = ("ring", "segmented_ring", "rabenseifner")  # the models whose beta the link rate sets
+GROUND_TRUTH_TOLERANCE = 0.15
+LINK_BOUND = 0.5  # a held-out point across nodes is link-bound where the wire time is >= half the measured best
 
 
 def _lg(p: np.ndarray) -> np.ndarray:
@@ -86,9 +106,46 @@ MODELS = ("recursive_doubling", "recursive_multiplying", "rabenseifner", "ring",
           "linear")
 
 
-def model_of(library_name: str, algorithm: str) -> str | None:
+def model_of(library_name: str, algorithm: str, node_class: str = "intra") -> str | None:
+    """The cost model of an algorithm; across nodes ("inter") the family of the bytes it was seen to send."""
     alg = OWN_ALGORITHMS.get(algorithm) or library(library_name).algorithms.get(algorithm)
-    return alg.cost_model if alg else None
+    if alg is None:
+        return None
+    if node_class == "inter" and alg.traffic_family in MODELS:
+        return alg.traffic_family
+    return alg.cost_model
+
+
+def wire_beta_us(rate: str) -> float:
+    """The link's time per byte (us) at tc rate `rate` (8 bits a byte)."""
+    return 8e6 / rate_bits_per_s(rate)
+
+
+def parse_latency(text: str) -> float:
+    """'1us', '0.05ms', '2e-6s' -> microseconds; ValueError naming text that is not a latency."""
+    units = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+    for unit in sorted(units, key=len, reverse=True):
+        if text.endswith(unit):
+            try:
+                value = float(text[: -len(unit)])
+            except ValueError:
+                break
+            if value >= 0:
+                return value * units[unit]
+            break
+    raise ValueError(f"latency {text!r} is not a time like 1us, 0.05ms or 2e-6s (a number >= 0 and one of "
+                     f"{', '.join(units)})")
+
+
+@dataclass(frozen=True)
+class Network:
+    """A network to predict for: its link rate (tc notation, e.g. 100gbit) and per-message latency (us)."""
+    link_rate: str
+    latency_us: float
+
+    @property
+    def beta_us(self) -> float:
+        return wire_beta_us(self.link_rate)
 
 
 @dataclass
@@ -116,6 +173,8 @@ class Fit:
     median_rel_err: float
     max_rel_err: float
     status: str  # "ok" or "rejected: <why>"
+    link_rate: str = ""  # the emulated cluster's link rate ("": not measured on one)
+    gamma_folded: bool = False  # beta and gamma proportional at every point: beta holds both, gamma is 0
 
     def predict(self, n, p) -> np.ndarray:
         n = np.asarray(n, float)
@@ -127,9 +186,46 @@ class Fit:
 
     def rows(self) -> list[dict]:
         """The fit as table rows, one per regime."""
-        head = {k: getattr(self, k) for k in ("library", "algorithm", "model", "node_class")}
-        tail = {k: getattr(self, k) for k in ("points", "median_rel_err", "max_rel_err", "status")}
+        head = {k: getattr(self, k) for k in ("library", "algorithm", "model", "node_class", "link_rate")}
+        tail = {k: getattr(self, k) for k in ("gamma_folded", "points", "median_rel_err", "max_rel_err", "status")}
         return [{**head, "regime": i, **r.__dict__, **tail} for i, r in enumerate(self.regimes)]
+
+    def on(self, network: Network) -> "Fit":
+        """This inter-node fit moved to another network: alpha is its latency, beta its wire time per byte plus
+        the per-byte cost the measured link did not explain."""
+        if self.node_class != "inter" or self.link_rate in ("", "none"):
+            raise ValueError(f"{self.library} {self.algorithm}: only a fit across nodes at a known link rate can be "
+                             f"moved to another network (this one: {self.node_class}, link rate {self.link_rate!r})")
+        host = wire_beta_us(self.link_rate)
+        regimes = [Regime(r.from_bytes, r.overhead_us, network.latency_us,
+                          network.beta_us + max(0.0, r.beta_us_per_byte - host), r.gamma_us_per_byte)
+                   for r in self.regimes]
+        return dataclasses.replace(self, regimes=regimes, link_rate=network.link_rate)
+
+
+FIT_COLUMNS = ["library", "algorithm", "model", "node_class", "link_rate", "regime", "from_bytes", "overhead_us",
+               "alpha_us", "beta_us_per_byte", "gamma_us_per_byte", "gamma_folded", "points", "median_rel_err",
+               "max_rel_err", "status"]
+
+
+def read_fits(path) -> list[Fit]:
+    """The fits of a costmodel_fits.csv (`ardlab predict` writes it), e.g. from the user's own cluster."""
+    df = pd.read_csv(path, dtype={"link_rate": str}, keep_default_na=False)
+    missing = [c for c in FIT_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path}: not a cost-model fit table (columns {missing} missing)")
+    fits = []
+    for key, g in df.groupby(["library", "algorithm", "node_class", "link_rate"], sort=False):
+        g = g.sort_values("regime")
+        r0 = g.iloc[0]
+        if r0.model not in MODELS:
+            raise ValueError(f"{path}: {r0.library} {r0.algorithm}: unknown model {r0.model!r}")
+        regimes = [Regime(float(r.from_bytes), float(r.overhead_us), float(r.alpha_us), float(r.beta_us_per_byte),
+                          float(r.gamma_us_per_byte)) for r in g.itertuples()]
+        fits.append(Fit(r0.library, r0.algorithm, r0.model, r0.node_class, regimes, int(r0.points),
+                        float(r0.median_rel_err), float(r0.max_rel_err), r0.status, r0.link_rate,
+                        str(r0.gamma_folded) == "True"))
+    return fits
 
 
 def _lsq(A: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -161,11 +257,16 @@ def _regimes(A: np.ndarray, t: np.ndarray, n: np.ndarray, cuts: tuple, seen: dic
     return cost, regimes, rel
 
 
-def fit_one(library_name: str, algorithm: str, model: str, data: pd.DataFrame, node_class: str) -> Fit:
+def fit_one(library_name: str, algorithm: str, model: str, data: pd.DataFrame, node_class: str,
+            link_rate: str = "") -> Fit:
     n, p, t = data.size_bytes.to_numpy(float), data.ranks.to_numpy(float), data.avg_us.to_numpy(float)
     A = coefficients(model, n, p)
     if len(np.unique(p)) == 1:  # o and alpha are inseparable at one rank count: the classical model (o = 0)
         A[:, 0] = 0.0
+    ratio = A[:, 2] / np.where(A[:, 3] > 0, A[:, 3], np.nan)
+    folded = bool(np.all(np.isfinite(ratio)) and np.allclose(ratio, ratio[0], rtol=1e-9))
+    if folded:  # only beta + gamma * c/b is determined: beta holds it
+        A[:, 3] = 0.0
     sizes = np.unique(n)
     seen: dict = {}
     best = _regimes(A, t, n, (), seen)
@@ -190,12 +291,26 @@ def fit_one(library_name: str, algorithm: str, model: str, data: pd.DataFrame, n
     elif np.median(rel) > 0.5:
         status = f"rejected: median relative error {np.median(rel):.0%} (> 50%): the model does not describe it"
     return Fit(library_name, algorithm, model, node_class, regimes, len(t), float(np.median(rel)),
-               float(rel.max()), status)
+               float(rel.max()), status, link_rate, folded)
+
+
+KEY = ["library", "algorithm", "link_rate", "nodes", "ranks", "size_bytes"]
+
+
+def _rates(b: pd.DataFrame) -> pd.Series:
+    """Each row's link rate ("" where the rows carry none: not measured on an emulated cluster)."""
+    return b.link_rate.astype(str) if "link_rate" in b else pd.Series("", index=b.index)
 
 
 def _medians(b: pd.DataFrame) -> pd.DataFrame:
     b = b[~b.algorithm.isin([DEFAULT, TUNED])]
-    return b.groupby(["library", "algorithm", "nodes", "ranks", "size_bytes"], as_index=False).avg_us.median()
+    return b.assign(link_rate=_rates(b)).groupby(KEY, as_index=False).avg_us.median()
+
+
+def _rounds(b: pd.DataFrame) -> dict:
+    """Per KEY: the times of its rounds, in round order (for paired intervals between algorithms)."""
+    b = b.assign(link_rate=_rates(b), round=b["round"] if "round" in b else 0)
+    return {k: g.sort_values("round").avg_us.to_numpy(float) for k, g in b.groupby(KEY)}
 
 
 def _fair(m: pd.DataFrame, cores_per_node: int | None) -> pd.Series:
@@ -204,60 +319,80 @@ def _fair(m: pd.DataFrame, cores_per_node: int | None) -> pd.Series:
 
 
 def fit_all(b: pd.DataFrame, cores_per_node: int | None = None) -> list[Fit]:
-    """One fit per library, algorithm with a model, and node class, from the measurements that are not
+    """One fit per library, algorithm with a model, node class and link rate, from the measurements that are not
     oversubscribed (more ranks per node than `cores_per_node`)."""
     m = _medians(b)
     m = m[_fair(m, cores_per_node)]
     m["node_class"] = np.where(m.nodes > 1, "inter", "intra")
     fits = []
-    for (lib, alg, cls), g in m.groupby(["library", "algorithm", "node_class"]):
-        model = model_of(lib, alg)
+    for (lib, alg, cls, rate), g in m.groupby(["library", "algorithm", "node_class", "link_rate"]):
+        model = model_of(lib, alg, cls)
         if model:
-            fits.append(fit_one(lib, alg, model, g, cls))
+            fits.append(fit_one(lib, alg, model, g, cls, rate))
     return fits
 
 
-HOLDOUTS = ("sizes", "ranks")
+HOLDOUTS = ("sizes", "ranks", "nodes")
 
 
 class TooFewSizes(ValueError):
-    """The measurements have too few sizes for the sizes hold-out."""
+    """The measurements have too few sizes (or node counts) for a hold-out."""
 
 
-def validate(b: pd.DataFrame, holdout: str = "sizes", *, held_sizes: int = HELD_SIZES,
-             cores_per_node: int | None = None) -> pd.DataFrame:
-    """Fit on part of the one-node measurements, predict the held-out rest.
-
-    holdout "sizes": fit all but the `held_sizes` largest measured sizes (every rank count), predict those;
-    holdout "ranks": fit the smallest rank count, predict the larger ones (every size).
-    Per held-out (library, ranks, size): is the predicted best algorithm's measured time within 10% of the
-    measured best (among the algorithms with an accepted fit)? Points with more ranks than `cores_per_node`
-    are marked oversubscribed: their times show the ranks time-sharing cores, which no cost model describes.
-    """
-    m = _medians(b)
-    m = m[m.nodes == 1]
-    fair = _fair(m, cores_per_node)
+def _split(m: pd.DataFrame, holdout: str, fair: pd.Series, held_sizes: int):
+    """(train, held) rows of a hold-out."""
     if holdout == "sizes":
         sizes = np.sort(m.size_bytes.unique())
         if len(sizes) < held_sizes + MIN_SIZES:
             raise TooFewSizes(f"holding out the {held_sizes} largest sizes needs >= {held_sizes + MIN_SIZES} "
-                             f"measured sizes, got {len(sizes)}")
+                              f"measured sizes, got {len(sizes)}")
         cut = sizes[-held_sizes]
-        train, held = m[(m.size_bytes < cut) & fair], m[m.size_bytes >= cut]
-    elif holdout == "ranks":
-        train, held = m[(m.ranks == m.ranks.min()) & fair], m[m.ranks > m.ranks.min()]
-    else:
+        return m[(m.size_bytes < cut) & fair], m[m.size_bytes >= cut]
+    if holdout == "ranks":
+        return m[(m.ranks == m.ranks.min()) & fair], m[m.ranks > m.ranks.min()]
+    if holdout == "nodes":
+        if m.nodes.nunique() < 2:
+            raise TooFewSizes(f"holding out the largest node count needs >= 2 node counts, got "
+                              f"{sorted(m.nodes.unique().tolist())}")
+        return m[(m.nodes < m.nodes.max()) & fair], m[m.nodes == m.nodes.max()]
+    raise ValueError(f"unknown hold-out {holdout!r}; valid: {', '.join(HOLDOUTS)}")
+
+
+def validate(b: pd.DataFrame, holdout: str = "sizes", *, held_sizes: int = HELD_SIZES,
+             cores_per_node: int | None = None) -> pd.DataFrame:
+    """Fit on part of the measurements, predict the held-out rest.
+
+    holdout "sizes": fit all but the `held_sizes` largest measured sizes (one node, every rank count), predict
+    those; "ranks": fit the smallest rank count on one node, predict the larger ones (every size); "nodes": fit
+    the runs on fewer nodes than the most (1 rank per node or more), predict the most (every size), per link rate.
+    Per held-out (library, link rate, nodes, ranks, size): is the predicted best algorithm's measured time within
+    10% of the measured best (among the algorithms with an accepted fit)? `pick_over_best` is the paired ratio of
+    medians over rounds with its bootstrap interval; the point is `decided` where that interval lies wholly on one
+    side of 1.10 (or the pick is the best). Points with more ranks than `cores_per_node` are marked
+    oversubscribed. Across nodes, `link_bound` marks points whose wire time (a bandwidth-optimal algorithm's bytes
+    at the link rate) is at least half the measured best: there the links, not the shared cores, set the time.
+    """
+    if holdout not in HOLDOUTS:
         raise ValueError(f"unknown hold-out {holdout!r}; valid: {', '.join(HOLDOUTS)}")
+    m = _medians(b)
+    m = m[m.nodes > 1] if holdout == "nodes" else m[m.nodes == 1]
+    cls = "inter" if holdout == "nodes" else "intra"
+    if m.empty:
+        raise TooFewSizes(f"no {'multi-node' if cls == 'inter' else 'one-node'} measurements for the {holdout} "
+                          "hold-out")
+    rounds = _rounds(b[~b.algorithm.isin([DEFAULT, TUNED])])
     rows = []
-    for lib, g in held.groupby("library"):
+    for (lib, rate), mg in m.groupby(["library", "link_rate"]):
+        fair = _fair(mg, cores_per_node)
+        train, held = _split(mg, holdout, fair, held_sizes)
         fits = {}
-        for alg, tg in train[train.library == lib].groupby("algorithm"):
-            model = model_of(lib, alg)
+        for alg, tg in train.groupby("algorithm"):
+            model = model_of(lib, alg, cls)
             if model:
-                f = fit_one(lib, alg, model, tg, "intra")
+                f = fit_one(lib, alg, model, tg, cls, rate)
                 if f.status == "ok":
                     fits[alg] = f
-        for (ranks, size), h in g.groupby(["ranks", "size_bytes"]):
+        for (nodes, ranks, size), h in held.groupby(["nodes", "ranks", "size_bytes"]):
             h = h[h.algorithm.isin(fits)]
             if len(h) < 2:
                 continue
@@ -265,54 +400,101 @@ def validate(b: pd.DataFrame, holdout: str = "sizes", *, held_sizes: int = HELD_
             predicted = {a: float(fits[a].predict([size], [ranks])[0]) for a in measured}
             pick = min(predicted, key=predicted.get)
             best = min(measured, key=measured.get)
-            rows.append({"holdout": holdout, "library": lib, "ranks": ranks, "size_bytes": size, "predicted_best": pick,
-                         "measured_best": best, "measured_best_us": measured[best],
-                         "predicted_pick_measured_us": measured[pick],
-                         "within_10pct": measured[pick] <= 1.1 * measured[best],
-                         "predicted_us": predicted[pick],
+            key = (lib, pick, rate, nodes, ranks, size)
+            ratio, lo, hi = (1.0, 1.0, 1.0) if pick == best else speedup_ci(
+                rounds[key], rounds[(lib, best, rate, nodes, ranks, size)])
+            wire = (2 * (ranks - 1) / ranks * size * wire_beta_us(rate)
+                    if cls == "inter" and rate not in ("", "none") else math.nan)
+            rows.append({"holdout": holdout, "library": lib, "link_rate": rate, "nodes": nodes, "ranks": ranks,
+                         "size_bytes": size, "predicted_best": pick, "measured_best": best,
+                         "measured_best_us": measured[best], "predicted_pick_measured_us": measured[pick],
+                         "within_10pct": measured[pick] <= WITHIN * measured[best],
+                         "pick_over_best": ratio, "pick_over_best_lo": lo, "pick_over_best_hi": hi,
+                         "decided": pick == best or bool(hi < WITHIN or lo > WITHIN),
+                         "predicted_us": predicted[pick], "wire_us": wire,
+                         "link_bound": bool(wire >= LINK_BOUND * measured[best]) if cls == "inter" else False,
                          "oversubscribed": not fair[h.index].all()})
     return pd.DataFrame(rows)
 
 
+SCORE_COLUMNS = ["holdout", "library", "link_rate", "score", "points", "decided_score", "decided_points",
+                 "link_bound_score", "link_bound_points", "oversubscribed_score", "oversubscribed_points"]
+
+
 def score(val: pd.DataFrame) -> pd.DataFrame:
-    """Per hold-out and library (and "all"): the share of held-out points whose predicted best is within 10%
-    of the measured best, over the points that are not oversubscribed, and separately over those that are."""
-    cols = ["holdout", "library", "score", "points", "oversubscribed_score", "oversubscribed_points"]
+    """Per hold-out, link rate and library (and "all"): the share of held-out points whose predicted best is within
+    10% of the measured best, over the points that are not oversubscribed; over those of them whose verdict the
+    paired intervals decide; over the decided ones that are link-bound (across nodes); and over the
+    oversubscribed ones."""
     rows = []
-    for h, g in (val.groupby("holdout") if len(val) else ()):
+
+    def share(g):
+        return (g.within_10pct.mean() if len(g) else math.nan), len(g)
+
+    for (h, rate), g in (val.groupby(["holdout", "link_rate"]) if len(val) else ()):
         for lib, gl in list(g.groupby("library")) + [("all", g)]:
             fair, over = gl[~gl.oversubscribed], gl[gl.oversubscribed]
-            rows.append([h, lib, fair.within_10pct.mean() if len(fair) else math.nan, len(fair),
-                         over.within_10pct.mean() if len(over) else math.nan, len(over)])
-    return pd.DataFrame(rows, columns=cols)
+            decided = fair[fair.decided]
+            rows.append([h, lib, rate, *share(fair), *share(decided), *share(decided[decided.link_bound]),
+                         *share(over)])
+    return pd.DataFrame(rows, columns=SCORE_COLUMNS)
 
 
-def default_proxy(b: pd.DataFrame, lib: str) -> dict[int, str]:
-    """Per measured size at the largest measured rank count: the modelled algorithm closest to the default."""
-    m = b[(b.library == lib) & (b.nodes == 1)]
+def default_proxy(b: pd.DataFrame, lib: str, node_class: str = "intra", link_rate: str = "") -> dict[int, str]:
+    """Per measured size at the largest measured rank count (one node; across nodes: the most nodes at
+    `link_rate`): the modelled algorithm closest to the default."""
+    m = b[b.library == lib].assign(link_rate=_rates(b[b.library == lib]))
+    m = m[(m.nodes > 1) & (m.link_rate == link_rate)] if node_class == "inter" else m[m.nodes == 1]
     if m.empty:
         return {}
+    m = m[m.nodes == m.nodes.max()]
     m = m.groupby(["algorithm", "ranks", "size_bytes"], as_index=False).avg_us.median()
     m = m[m.ranks == m.ranks.max()]
     out = {}
     for size, g in m.groupby("size_bytes"):
         d = g[g.algorithm == DEFAULT].avg_us
-        cand = g[g.algorithm.map(lambda a: model_of(lib, a) is not None) & ~g.algorithm.isin(OWN_ALGORITHMS)]
+        cand = g[g.algorithm.map(lambda a: model_of(lib, a, node_class) is not None)
+                 & ~g.algorithm.isin(OWN_ALGORITHMS)]
         if len(d) and len(cand):
             out[int(size)] = cand.iloc[(cand.avg_us - d.iloc[0]).abs().argmin()].algorithm
     return out
 
 
-def predict(fits: list[Fit], b: pd.DataFrame, ranks: list[int], sizes: list[int]) -> pd.DataFrame:
-    """Per library, ranks and size: predicted time of each accepted native fit, the best, and its speedup
-    over the algorithm that behaves like the library's default at the measured scale (default_proxy)."""
-    rows = []
+def prediction_fits(fits: list[Fit], network: Network | None) -> list[tuple[str, str, list[Fit]]]:
+    """(node class, measured link rate, accepted native fits) per library to predict with: on `network`, the
+    fits across nodes at the fastest measured rate, moved to it; else the one-node fits where a library has
+    them, and its fits across nodes (per link rate) where it has none."""
+    out = []
     for lib in sorted({f.library for f in fits}):
-        ok = [f for f in fits if f.library == lib and f.status == "ok" and f.node_class == "intra"
-              and f.algorithm not in OWN_ALGORITHMS]
-        if not ok:
+        ok = [f for f in fits if f.library == lib and f.status == "ok" and f.algorithm not in OWN_ALGORITHMS]
+        inter = [f for f in ok if f.node_class == "inter" and f.link_rate not in ("", "none")]
+        if network is not None:
+            if not inter:
+                continue
+            fastest = max({f.link_rate for f in inter}, key=rate_bits_per_s)
+            out.append((lib, "inter", fastest, [f.on(network) for f in inter if f.link_rate == fastest]))
             continue
-        proxy = default_proxy(b, lib)
+        intra = [f for f in ok if f.node_class == "intra"]
+        if intra:
+            out.append((lib, "intra", "", intra))
+        else:
+            for rate in sorted({f.link_rate for f in ok if f.node_class == "inter"}):
+                out.append((lib, "inter", rate, [f for f in ok if f.node_class == "inter" and f.link_rate == rate]))
+    return out
+
+
+def predict(fits: list[Fit], b: pd.DataFrame | None, ranks: list[int], sizes: list[int],
+            network: Network | None = None) -> pd.DataFrame:
+    """Per library, ranks and size: predicted time of each accepted native fit, the best, and its speedup
+    over the algorithm that behaves like the library's default at the measured scale (default_proxy; none
+    without measurements `b`). Across nodes the ranks are nodes with one rank each; with `network` the fits
+    across nodes are moved to it (Fit.on) and `network`'s rate is the predictions' link rate."""
+    if network is not None and not any(f.node_class == "inter" and f.status == "ok" for f in fits):
+        raise ValueError("predicting for a network (--link-rate/--latency) needs fits across nodes: measure on "
+                         "several nodes (the emulated cluster: ardlab cluster up) or pass such a fit file")
+    rows = []
+    for lib, cls, rate, ok in prediction_fits(fits, network):
+        proxy = default_proxy(b, lib, cls, rate) if b is not None else {}
         for p in ranks:
             t = {f.algorithm: f.predict(sizes, [p] * len(sizes)) for f in ok}
             for i, n in enumerate(sizes):
@@ -320,7 +502,46 @@ def predict(fits: list[Fit], b: pd.DataFrame, ranks: list[int], sizes: list[int]
                 best = min(times, key=times.get)
                 near = [s for s in proxy if s <= n] or list(proxy)
                 dflt = proxy[max(near)] if proxy else None
-                rows.append({"library": lib, "ranks": p, "size_bytes": n, "predicted_best": best,
+                rows.append({"library": lib, "node_class": cls,
+                             "link_rate": network.link_rate if network else rate,
+                             "ranks": p, "size_bytes": n, "predicted_best": best,
                              "predicted_us": times[best], "default_like": dflt,
                              "predicted_speedup_vs_default": times[dflt] / times[best] if dflt in times else math.nan})
     return pd.DataFrame(rows)
+
+
+GROUND_TRUTH_COLUMNS = ["library", "algorithm", "model", "link_rate", "from_bytes", "fitted_beta_us_per_byte",
+                        "gamma_folded", "wire_beta_us_per_byte", "fitted_over_wire", "within_15pct", "fit_status"]
+
+
+def ground_truth(fits: list[Fit]) -> pd.DataFrame:
+    """Per bandwidth-optimal fit across nodes at a known link rate: the beta of its largest-size regime against
+    the link's 8/rate (us per byte)."""
+    rows = []
+    for f in fits:
+        if f.node_class != "inter" or f.model not in BANDWIDTH_OPTIMAL or f.link_rate in ("", "none"):
+            continue
+        r, wire = f.regimes[-1], wire_beta_us(f.link_rate)
+        rows.append([f.library, f.algorithm, f.model, f.link_rate, r.from_bytes, r.beta_us_per_byte, f.gamma_folded,
+                     wire, r.beta_us_per_byte / wire, abs(r.beta_us_per_byte / wire - 1) <= GROUND_TRUTH_TOLERANCE,
+                     f.status])
+    return pd.DataFrame(rows, columns=GROUND_TRUTH_COLUMNS).sort_values(["library", "algorithm", "link_rate"],
+                                                                        ignore_index=True)
+
+
+RATE_SCALING_COLUMNS = ["library", "algorithm", "fast_rate", "slow_rate", "rate_ratio", "beta_ratio",
+                        "beta_ratio_over_rate_ratio", "within_15pct"]
+
+
+def rate_scaling(gt: pd.DataFrame) -> pd.DataFrame:
+    """Per algorithm of the ground-truth table measured at several rates: slow/fast beta against fast/slow rate
+    (1: beta follows the link rate), the fastest rate against each slower one."""
+    rows = []
+    for (lib, alg), g in gt[gt.fit_status == "ok"].groupby(["library", "algorithm"]):
+        by_rate = dict(zip(g.link_rate, g.fitted_beta_us_per_byte))
+        rates = sorted(by_rate, key=rate_bits_per_s, reverse=True)
+        for slow in rates[1:]:
+            rr = rate_bits_per_s(rates[0]) / rate_bits_per_s(slow)
+            br = by_rate[slow] / by_rate[rates[0]]
+            rows.append([lib, alg, rates[0], slow, rr, br, br / rr, abs(br / rr - 1) <= GROUND_TRUTH_TOLERANCE])
+    return pd.DataFrame(rows, columns=RATE_SCALING_COLUMNS)

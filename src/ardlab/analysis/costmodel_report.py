@@ -1,5 +1,6 @@
-"""`ardlab predict`: the cost models' report -- fits, held-out validation and predictions as tables, predicted
-tuned selection files, and figures. The models themselves (formulas, fitting, validation) are in ``costmodel``.
+"""`ardlab predict`: the cost models' report -- fits, held-out validation, predictions, and (across nodes at
+known link rates) the fitted beta against the links' rates, as tables; predicted tuned selection files; figures.
+The models themselves (formulas, fitting, validation) are in ``costmodel``.
 """
 
 from __future__ import annotations
@@ -10,25 +11,32 @@ import numpy as np
 import pandas as pd
 
 from ardlab.analysis import read, tuned
-from ardlab.analysis.costmodel import HOLDOUTS, TooFewSizes, fit_all, predict, score, validate
+from ardlab.analysis.costmodel import (HOLDOUTS, Network, TooFewSizes, fit_all, ground_truth, predict, prediction_fits,
+                                      rate_scaling,
+                                      read_fits, score, validate)
 from ardlab.comm.libraries import library
 from ardlab.results import save_frame
 
-TABLES = ("fits", "validation", "predictions")  # costmodel_<name>.{csv,md}, always written
+TABLES = ("fits", "validation", "predictions", "ground_truth", "rate_scaling")  # costmodel_<name>.{csv,md}
 
 
-def run(bench_files, results, figures, ranks: list[int], sizes: list[int], cores_per_node: int | None = None) -> list:
-    """`ardlab predict`: fits, held-out validation, predictions, predicted tuned files and figures."""
+def run(bench_files, results, figures, ranks: list[int], sizes: list[int], cores_per_node: int | None = None,
+        *, fits_file=None, network: Network | None = None) -> list:
+    """`ardlab predict`: fits (from `bench_files`, or read from `fits_file`), held-out validation (measurements
+    only), predictions (for `network` if given), the ground-truth tables, predicted tuned files and figures."""
     results, figures = Path(results), Path(figures)
-    b = read.bench(bench_files)
-    if b.empty:
-        raise ValueError("no microbenchmark rows to fit")
     tables = results / "tables"
-    fits = fit_all(b, cores_per_node)
+    if fits_file is not None:
+        b, fits = None, read_fits(fits_file)
+    else:
+        b = read.bench(bench_files)
+        if b.empty:
+            raise ValueError("no microbenchmark rows to fit")
+        fits = fit_all(b, cores_per_node)
     fit_df = pd.DataFrame([row for f in fits for row in f.rows()])
     save_frame(fit_df, tables / f"costmodel_{TABLES[0]}")
     vals = []
-    for h in HOLDOUTS:
+    for h in HOLDOUTS if b is not None else ():
         try:
             vals.append(validate(b, h, cores_per_node=cores_per_node))
         except TooFewSizes as e:  # the fits and predictions stand; this hold-out is reported as not possible
@@ -37,21 +45,57 @@ def run(bench_files, results, figures, ranks: list[int], sizes: list[int], cores
     save_frame(score(val), tables / f"costmodel_{TABLES[1]}")
     if len(val):
         save_frame(val, tables / "costmodel_validation_points")
-    pred = predict(fits, b, ranks, sizes)
+    pred = predict(fits, b, ranks, sizes, network)
     save_frame(pred, tables / f"costmodel_{TABLES[2]}")
+    gt = ground_truth(fits)
+    save_frame(gt, tables / f"costmodel_{TABLES[3]}")
+    save_frame(rate_scaling(gt), tables / f"costmodel_{TABLES[4]}")
     written = [tables / f"costmodel_{t}.csv" for t in TABLES]
-    for (lib, p), g in pred.groupby(["library", "ranks"]) if len(pred) else ():
+    for (lib, cls, rate, p), g in pred.groupby(["library", "node_class", "link_rate", "ranks"]) if len(pred) else ():
         ranges = tuned.merge_ranges(zip(g.size_bytes, g.predicted_best))
         if all(library(lib).algorithms[r.algorithm].selectable for r in ranges):
-            out = tuned.path(results / "tuned" / "predicted", lib, int(p))
+            folder = "predicted" if cls == "intra" else f"predicted-{rate}"
+            out = tuned.path(results / "tuned" / folder, lib, int(p))
             try:
                 written.append(tuned.write(lib, ranges, int(p), out))
             except (FileNotFoundError, ValueError) as e:  # MPICH needs its libmpi for the built-in tree
                 print(f"note: no predicted tuned file for {lib}: {e}")
-    return written + _figures(fits, b, val, pred, figures)
+    return written + _figures(fits, b, val, pred, figures, network) + _ground_truth_figure(gt, figures)
 
 
-def _figures(fits, b, val, pred, out) -> list:
+def _ground_truth_figure(gt: pd.DataFrame, out: Path) -> list:
+    """Fitted inter-node beta of the bandwidth-optimal algorithms over the link's 8/rate, per rate."""
+    if gt.empty:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    labels = [f"{lib}\n{alg}" for lib, alg in dict.fromkeys(zip(gt.library, gt.algorithm))]
+    rates = list(dict.fromkeys(gt.link_rate))
+    fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(labels)), 4))
+    width = 0.8 / len(rates)
+    for i, rate in enumerate(rates):
+        g = gt[gt.link_rate == rate]
+        x = [labels.index(f"{lib}\n{alg}") + i * width for lib, alg in zip(g.library, g.algorithm)]
+        ax.bar(x, g.fitted_over_wire, width, label=f"{rate}", color=f"C{i}")
+    ax.axhspan(0.85, 1.15, color="0.9", zorder=0, label="within 15%")
+    ax.axhline(1.0, color="k", lw=1)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(labels))], labels, fontsize=7)
+    ax.set_ylabel("fitted beta / (8 / link rate)")
+    ax.set_title("Inter-node beta of the bandwidth-optimal algorithms against the link's rate")
+    ax.legend(fontsize=8)
+    made = []
+    for ext in ("png", "pdf"):
+        fig.savefig(out / f"ground_truth_beta.{ext}", dpi=120, bbox_inches="tight")
+        made.append(out / f"ground_truth_beta.{ext}")
+    plt.close(fig)
+    return made
+
+
+def _figures(fits, b, val, pred, out, network) -> list:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -61,11 +105,13 @@ def _figures(fits, b, val, pred, out) -> list:
     made = []
     if len(val):
         fig, ax = plt.subplots(figsize=(6, 6))
-        for i, ((h, over, lib), g) in enumerate(val.groupby(["holdout", "oversubscribed", "library"])):
+        marker = {"sizes": "o", "ranks": "^", "nodes": "s"}
+        for i, ((h, rate, over, lib), g) in enumerate(val.groupby(["holdout", "link_rate", "oversubscribed",
+                                                                   "library"])):
             ax.scatter(g.predicted_pick_measured_us, g.predicted_us, s=14, color=f"C{i % 10}",
-                       marker="o" if h == "sizes" else "^", facecolors="none" if over else f"C{i % 10}",
-                       label=f"{lib}, held-out {h}{' (oversubscribed)' if over else ''}: "
-                             f"{g.within_10pct.mean():.0%} within 10%")
+                       marker=marker[h], facecolors="none" if over else f"C{i % 10}",
+                       label=f"{lib}{', ' + rate if rate else ''}, held-out {h}"
+                             f"{' (oversubscribed)' if over else ''}: {g.within_10pct.mean():.0%} within 10%")
         lim = [val[["predicted_us", "predicted_pick_measured_us"]].min().min() / 2,
                val[["predicted_us", "predicted_pick_measured_us"]].max().max() * 2]
         ax.plot(lim, lim, "k--", lw=1)
@@ -73,17 +119,15 @@ def _figures(fits, b, val, pred, out) -> list:
         ax.set_yscale("log")
         ax.set_xlabel("measured time of the predicted best (us, held out)")
         ax.set_ylabel("predicted time (us)")
-        ax.set_title("Cost model on held-out points (larger ranks or sizes than fitted)")
-        ax.legend(fontsize=8)
+        ax.set_title("Cost model on held-out points (larger sizes, ranks or nodes than fitted)")
+        ax.legend(fontsize=6)
         for ext in ("png", "pdf"):
             fig.savefig(out / f"predicted_vs_measured.{ext}", dpi=120, bbox_inches="tight")
             made.append(out / f"predicted_vs_measured.{ext}")
         plt.close(fig)
-    for lib in sorted({f.library for f in fits}):
-        ok = [f for f in fits if f.library == lib and f.status == "ok" and f.node_class == "intra"]
-        if not ok:
-            continue
-        p = int(pred.ranks.max()) if len(pred) else 1024
+    for lib, cls, _, ok in prediction_fits(fits, network) if len(pred) else ():
+        p = int(pred.ranks.max())
+        rate = ok[0].link_rate
         n = np.unique(np.logspace(2, 30, 57, base=2).astype(int))
         fig, ax = plt.subplots(figsize=(7, 5))
         for f in ok:
@@ -92,11 +136,13 @@ def _figures(fits, b, val, pred, out) -> list:
         ax.set_yscale("log")
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel("predicted time (us)")
-        ax.set_title(f"{library(lib).display}: predicted MPI_Allreduce at {p} ranks (intra-node constants)")
+        where = "intra-node constants" if cls == "intra" else f"{p} nodes x 1 rank, links at {rate}"
+        ax.set_title(f"{library(lib).display}: predicted MPI_Allreduce at {p} ranks ({where})", fontsize=9)
         ax.legend(fontsize=7, ncol=2)
         ax.grid(True, which="both", alpha=0.3)
         for ext in ("png", "pdf"):
-            fig.savefig(out / f"predicted_{lib}_r{p}.{ext}", dpi=120, bbox_inches="tight")
-            made.append(out / f"predicted_{lib}_r{p}.{ext}")
+            name = f"predicted_{lib}_r{p}" + ("" if cls == "intra" else f"_{rate}")
+            fig.savefig(out / f"{name}.{ext}", dpi=120, bbox_inches="tight")
+            made.append(out / f"{name}.{ext}")
         plt.close(fig)
     return made

@@ -127,6 +127,17 @@ def runtime_minutes(job: Job, config: dict) -> int:
     return int(launches * config[_section(job)]["timeout_s"] // 60) + 10
 
 
+def other_runs_bench(config: dict) -> list[str]:
+    """The microbenchmark CSVs of the runs named in costmodel.also_fit (ValueError naming one that has none)."""
+    out = []
+    for folder in config["costmodel"]["also_fit"]:
+        files = sorted(str(p) for p in Path(folder).glob("raw/microbench/*/round*.csv"))
+        if not files:
+            raise ValueError(f"config key 'costmodel.also_fit': {folder!r} holds no raw/microbench/*/round*.csv")
+        out += files
+    return out
+
+
 def mpi_resource(config: dict) -> str:
     """The `mpi` resource of measurement jobs; it also keeps Slurm's job-step plugin from wrapping the job in
     `srun -n1` (the job launches its ranks itself)."""
