@@ -126,3 +126,95 @@ def test_too_few_sizes_to_hold_out():
 def test_unknown_holdout():
     with pytest.raises(ValueError, match="unknown hold-out 'cores'"):
         costmodel.validate(bench_frame(slow_large=None), "cores")
+
+
+# ------------------------------------------------------------------ across nodes, against the link's known rate
+
+def cluster_frame(rate="1gbit", nodes=(2, 3, 4), rounds=5, slow=None, seed=0):
+    """Rows as the emulated cluster writes them (1 rank per node, per-round times with 2% noise): MPICH ring and
+    recursive doubling on links whose beta is 8/rate, with a host per-byte cost of 0.5 ns; `slow` (a name) is 3x
+    slower on the most nodes."""
+    rng = np.random.default_rng(seed)
+    beta = costmodel.wire_beta_us(rate) + 5e-4
+    consts = np.array([20.0, 30.0, beta, 2e-4])
+    rows = []
+    for alg in ("ring", "recursive_doubling"):
+        n, p, t = times(alg, consts, list(nodes))
+        t = np.where((p == max(nodes)) & (alg == slow), 3 * t, t)
+        for r in range(rounds):
+            for s, q, v in zip(n, p, t * rng.normal(1, 0.02, t.size)):
+                rows.append({"library": "mpich", "algorithm": alg, "nodes": int(q), "ranks": int(q),
+                             "size_bytes": int(s), "avg_us": float(v), "round": r, "link_rate": rate})
+    return pd.DataFrame(rows)
+
+
+def test_ring_beta_folds_gamma_and_matches_the_link_rate():
+    """Ring's b = 2c at every p: gamma is folded into beta, which is 8/rate plus the host's share."""
+    b = pd.concat([cluster_frame("1gbit"), cluster_frame("250mbit", seed=1)])
+    fits = costmodel.fit_all(b)
+    ring = {f.link_rate: f for f in fits if f.algorithm == "ring"}
+    assert ring["1gbit"].gamma_folded and ring["1gbit"].node_class == "inter"
+    assert not next(f for f in fits if f.algorithm == "recursive_doubling").gamma_folded
+    gt = costmodel.ground_truth(fits)
+    assert list(gt.algorithm) == ["ring", "ring"] and gt.within_15pct.all()
+    # 8 ns/B + 0.5 ns/B host + gamma/2: 1.07x the wire at 1 Gbit/s, 1.02x at 250 Mbit/s (noise 2%)
+    got = dict(zip(gt.link_rate, gt.fitted_over_wire))
+    assert got["1gbit"] == pytest.approx(1 + (5e-4 + 1e-4) / 8e-3, rel=0.03)
+    assert got["250mbit"] == pytest.approx(1 + (5e-4 + 1e-4) / 32e-3, rel=0.03)
+    sc = costmodel.rate_scaling(gt)
+    assert sc.rate_ratio.item() == pytest.approx(4.0) and sc.within_15pct.item()
+
+
+def test_node_count_hold_out_with_paired_intervals():
+    """Fit on 2-3 nodes, predict 4: ring wins large sizes, RD small ones, every pick decided; making ring 3x slower
+    on 4 nodes only turns its large-size picks into decided misses."""
+    val = validate(cluster_frame(), "nodes")
+    assert set(val.nodes) == {4} and val.within_10pct.all() and val.decided.all()
+    assert (val[val.size_bytes == SIZES[-1]].predicted_best == "ring").all()
+    assert val[val.size_bytes == SIZES[-1]].link_bound.all() and not val[val.size_bytes == 4].link_bound.any()
+    s = score(val).set_index(["holdout", "library"])
+    assert s.loc[("nodes", "all"), "decided_score"] == 1.0
+    miss = validate(cluster_frame(slow="ring"), "nodes")
+    large = miss[miss.size_bytes == SIZES[-1]].iloc[0]
+    assert large.predicted_best == "ring" and not large.within_10pct and large.decided
+    assert large.pick_over_best_lo > 1.1
+
+
+def test_too_few_rounds_leave_points_undecided():
+    val = validate(cluster_frame(rounds=3, slow="ring"), "nodes")
+    missed = val[val.predicted_best != val.measured_best]
+    assert len(missed) and not missed.decided.any() and missed.pick_over_best_lo.isna().all()
+
+
+def test_predict_for_another_network(tmp_path):
+    """Moved to 100 Gbit/s and 1 us, the fits keep o and the host's per-byte cost; a fit file predicts the same."""
+    b = cluster_frame()
+    fits = costmodel.fit_all(b)
+    net = costmodel.Network("100gbit", costmodel.parse_latency("1us"))
+    ring = next(f for f in fits if f.algorithm == "ring")
+    moved = ring.on(net)
+    for r, m in zip(ring.regimes, moved.regimes):
+        assert m.alpha_us == 1.0 and m.overhead_us == r.overhead_us
+        assert m.beta_us_per_byte == pytest.approx(8e-5 + r.beta_us_per_byte - 8e-3)
+    pred = costmodel.predict(fits, b, [1024], [4, 1 << 30], net)
+    assert set(pred.link_rate) == {"100gbit"} and list(pred.predicted_best) == ["recursive_doubling", "ring"]
+    pd.DataFrame([row for f in fits for row in f.rows()]).to_csv(tmp_path / "fits.csv", index=False)
+    again = costmodel.predict(costmodel.read_fits(tmp_path / "fits.csv"), None, [1024], [4, 1 << 30], net)
+    np.testing.assert_allclose(again.predicted_us, pred.predicted_us, rtol=1e-9)
+
+
+def test_a_network_needs_fits_across_nodes():
+    fits = costmodel.fit_all(bench_frame(slow_large=None))
+    with pytest.raises(ValueError, match="needs fits across nodes"):
+        costmodel.predict(fits, None, [64], [4], costmodel.Network("10gbit", 1.0))
+
+
+@pytest.mark.parametrize("text, us", [("1us", 1.0), ("0.05ms", 50.0), ("2e-6s", 2.0), ("500ns", 0.5)])
+def test_latency_notation(text, us):
+    assert costmodel.parse_latency(text) == pytest.approx(us)
+
+
+@pytest.mark.parametrize("text", ["1", "fast", "-1us", "1 parsec"])
+def test_bad_latency_is_named(text):
+    with pytest.raises(ValueError, match=f"latency {text!r} is not a time"):
+        costmodel.parse_latency(text)

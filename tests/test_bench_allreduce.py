@@ -119,3 +119,11 @@ def test_atomic_writer_keeps_the_old_file_on_error(tmp_path):
         write_csv(out, BENCH_COLUMNS, rows())
     assert out.read_text() == "previous good result\n"
     assert list(tmp_path.iterdir()) == [out]
+
+
+def test_iterations_follow_the_byte_budget():
+    from ardlab.bench.allreduce import iterations_for
+
+    assert iterations_for(4) == 1000 and iterations_for(1 << 20) == 256 and iterations_for(64 << 20) == 10
+    assert iterations_for(1 << 20, budget_mib=64) == 64 and iterations_for(4, max_iterations=200) == 200
+    assert iterations_for(64 << 20, budget_mib=1) == 10 and iterations_for(1 << 20, 7) == 7

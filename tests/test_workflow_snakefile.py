@@ -76,6 +76,10 @@ def snakemake(*args, timeout=1800, env=None):
     ({"launcher": "srun", "max_nodes": 2, "max_ranks": 4, "train__nodes": [2], "train__ranks": [3]},
      "config key 'train.ranks': 3 ranks do not divide over 2 nodes"),
     ({"link_rate": "fast"}, "config key 'link_rate': link rate 'fast' is not a rate"),
+    ({"launcher": "srun", "max_nodes": 2, "microbench__nodes": [2], "microbench__ranks_per_node": [3]},
+     "config key 'microbench.ranks_per_node': [3] leaves no (nodes, ranks) pair"),
+    ({"costmodel__also_fit": ["/nonexistent/run"]}, "config key 'costmodel.also_fit[0]': '/nonexistent/run' holds no"),
+    ({"microbench__budget_mib": 0}, "budget_mib"),
     ({"tuned__ranks": 4}, "config key 'tuned.ranks'"),
     ({"microbench__enabled": False, "train__enabled": False, "horovod__enabled": False, "tuned__enabled": False},
      "selects no job"),
@@ -118,6 +122,23 @@ def test_matrix_comes_from_the_table(tmp_path):
     # one group spans the libraries: every variant of every library is one launch of the same round
     labels = [v.label for v in commands.comparison(job, cfg, "x.csv").variants]
     assert len(labels) == len(set(labels)) and {lb.split("/")[0] for lb in labels} == {"mpich", "openmpi"}
+
+
+def test_ranks_per_node_and_budget_shape_the_jobs(tmp_path):
+    """1 rank per node on 2-4 nodes: no 2 x 2 group; the byte budget reaches the microbenchmark's plan."""
+    _, cfg = tiny(tmp_path, launcher="srun", max_nodes=4, max_ranks=4, microbench__nodes=[2, 3, 4],
+                  microbench__ranks=[2, 3, 4], microbench__ranks_per_node=[1], microbench__budget_mib=8,
+                  microbench__max_iterations=50, train__enabled=False, horovod__enabled=False, tuned__enabled=False)
+    jobs = study.jobs(study.validate(cfg))
+    assert sorted({(j.nodes, j.ranks) for j in jobs["microbench"]}) == [(2, 2), (3, 3), (4, 4)]
+    (variant, *_) = commands.comparison(jobs["microbench"][0], cfg, "x.csv").variants
+    assert variant.options["budget_mib"] == 8 and variant.options["max_iterations"] == 50
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "workflow" / "config").glob("*.yaml")))
+def test_shipped_configs_are_valid(name):
+    cfg = yaml.safe_load((ROOT / "workflow" / "config" / name).read_text())
+    study.validate(cfg)
 
 
 def test_lint_is_clean():

@@ -136,6 +136,10 @@ def check(config: dict) -> None:
         raise ValueError(f"config key 'reference': {config['reference']} is not a finished run folder (no raw/)")
     if config["reference"] and Path(config["reference"]).resolve() == Path(config["results"]).resolve():
         raise ValueError("config key 'reference': a run cannot be its own reference")
+    for i, folder in enumerate(config["costmodel"]["also_fit"]):
+        if not any(Path(folder).glob("raw/microbench/*/round*.csv")):
+            raise ValueError(f"config key 'costmodel.also_fit[{i}]': {folder!r} holds no microbenchmark rows "
+                             "(raw/microbench/*/round*.csv); run that study first")
     if not any(jobs(config).values()):
         raise ValueError("the configuration selects no job at all (every section disabled or empty)")
 
