@@ -33,6 +33,9 @@ def _info(args: argparse.Namespace) -> int:
         print(f"  forcing adds: {' '.join(f'{k}={v}' for k, v in lib.force_env.items()) or '-'}")
         print(f"  cluster launch: {lib.pmi}"
               + (f"   env: {' '.join(f'{k}={v}' for k, v in lib.srun_env.items())}" if lib.srun_env else ""))
+        if lib.time_shared_env:
+            print(f"  srun on time-shared cores (emulated cluster, more ranks than cores) adds: "
+                  f"{' '.join(f'{k}={v}' for k, v in lib.time_shared_env.items())}")
         if lib.srun_proof:
             print(f"  proven under srun: {lib.srun_proof}")
         for alg in lib.algorithms.values():

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import os
 import subprocess
 import sys
 import tempfile
@@ -62,8 +63,19 @@ def command(plan: RunPlan, plan_file: Path) -> tuple[list[str], dict[str, str]]:
     else:
         inner = [str(launch.require_env(plan.library) / "bin" / "python"), "-m", "ardlab.rank", "--plan",
                  str(plan_file)]
+    if time_shared(plan):  # the caller's own values win
+        extra.update({k: v for k, v in library(plan.library).time_shared_env.items() if k not in os.environ})
     return launch.srun_command(plan.library, plan.ranks, plan.nodes, inner, algorithm=algorithm, extra_env=extra,
                                srun_mpi=plan.srun_mpi)
+
+
+def time_shared(plan: RunPlan) -> bool:
+    """Whether an srun launch's ranks time-share this machine's cores: on the emulated cluster (every node is this
+    machine) with more ranks x threads than it has cores. On a real cluster each node has its own cores."""
+    from ardlab.cluster import link_rate
+
+    return plan.launcher == "srun" and plan.ranks * (plan.threads or 1) > (os.cpu_count() or 1) \
+        and link_rate() != ""
 
 
 def _launch(plan: RunPlan, plan_file: Path, capture: bool) -> subprocess.CompletedProcess:
