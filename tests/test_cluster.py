@@ -153,6 +153,17 @@ def test_every_algorithm_runs_across_nodes(sweeps):
     assert (sweeps.net_tx_bytes_per_call > SIZE).all(), sweeps[sweeps.net_tx_bytes_per_call <= SIZE]
 
 
+def test_time_shared_ranks_wait_without_spinning(sweeps):
+    """4 emulated nodes on this machine's cores: where they are fewer than the ranks, every launch carries the
+    table's time_shared_env (in the rows' knobs) and the rows say the ranks time-shared cores."""
+    shared = NODES > (os.cpu_count() or 1)
+    for lib in LIBRARIES:
+        rows = sweeps[sweeps.library == lib]
+        for k, v in library(lib).time_shared_env.items():
+            assert rows.knobs.str.contains(f"{k}={v}", regex=False).all() == shared, (lib, k)
+        assert ((rows.threads_per_core > 1) == shared).all()
+
+
 def test_bytes_on_the_wire_match_the_traffic_model(sweeps):
     checked = []
     for row in sweeps.itertuples():
