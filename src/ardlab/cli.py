@@ -164,7 +164,7 @@ def _print_latencies(rows: list[dict]) -> None:
 TRAIN_OPTIONS = ("model", "dataset", "data_path", "classes", "batch_per_rank", "global_batch", "epochs", "steps",
                  "optimizer", "lr", "momentum", "weight_decay", "warmup_steps", "parallel_mode", "seed", "augment",
                  "checkpoint_dir", "resume", "plateau_patience", "plateau_factor", "early_stop_patience", "prefetch",
-                 "layer_timing")
+                 "layer_timing", "backend")
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -364,6 +364,9 @@ def _train_parser(s):
     s.set_defaults(func=_train)
     t = s.add_argument_group("training")
     t.add_argument("--model", default="simplecnn", choices=list(MODELS))
+    t.add_argument("--backend", default="numpy", choices=["numpy", "onednn"],
+                   help="compute backend of the layers: numpy (NumPy + BLAS, the reference) or onednn (oneDNN's "
+                   "primitives where the backend has them: Conv2D so far)")
     t.add_argument("--dataset", default="synthetic", choices=DATASETS, help="images: class folders of JPEG/PNG; "
                    "npz: shards <split>-*.npz with x, y")
     t.add_argument("--data-path")

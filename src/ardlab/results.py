@@ -42,14 +42,18 @@ TRAIN_COLUMNS = [
     "batch_per_rank", "steps", "img_per_s", "img_per_s_ci95", "compute_s", "allreduce_s", "wait_s",
     "final_loss", "final_accuracy", "final_top5_accuracy", "knobs", "started_at", *ROUND_COLUMNS,
     "nodes", *NETWORK_COLUMNS,
+    "backend",  # ardlab.nn's compute backend (numpy | onednn); tensorflow for tf.keras
 ]
 
-# Earlier headers a reader still accepts, with the values the columns added since take in them: files of those
-# versions were written by the local launcher only (one node, no emulated network).
+# Earlier headers a reader still accepts, with the values the columns added since take in them: files of the
+# first versions were written by the local launcher only (one node, no emulated network); a backend of "" is a
+# file from before the column, when ardlab.nn had only its numpy backend.
 EARLIER_COLUMNS = {
-    "bench": (BENCH_COLUMNS[: -len(NETWORK_COLUMNS) - len(TRAFFIC_COLUMNS)],
-              dict.fromkeys([*NETWORK_COLUMNS, *TRAFFIC_COLUMNS], "")),
-    "train": (TRAIN_COLUMNS[: -1 - len(NETWORK_COLUMNS)], {"nodes": "1", **dict.fromkeys(NETWORK_COLUMNS, "")}),
+    "bench": [(BENCH_COLUMNS[: -len(NETWORK_COLUMNS) - len(TRAFFIC_COLUMNS)],
+               dict.fromkeys([*NETWORK_COLUMNS, *TRAFFIC_COLUMNS], ""))],
+    "train": [(TRAIN_COLUMNS[: -2 - len(NETWORK_COLUMNS)],
+               {"nodes": "1", **dict.fromkeys(NETWORK_COLUMNS, ""), "backend": ""}),
+              (TRAIN_COLUMNS[:-1], {"backend": ""})],
 }
 
 # `ardlab train --layer-timing FILE`: seconds per step, one row a layer (the optimizer update as its own row).

@@ -14,14 +14,16 @@ NUMERIC = {"ranks", "nodes", "size_bytes", "iterations", "avg_us", "min_us", "ma
            "final_top5_accuracy", "net_tx_bytes_per_call", "net_tx_max_node_bytes_per_call", "threads_per_core"}
 
 
-def read(paths: Iterable[str | Path], columns: Sequence[str], earlier: tuple | None = None) -> pd.DataFrame:
-    """Concatenate CSVs that each have exactly `columns` (or the `earlier` header, whose missing columns take
-    their given values); ValueError naming a file that has neither."""
+def read(paths: Iterable[str | Path], columns: Sequence[str], earlier: Sequence[tuple] = ()) -> pd.DataFrame:
+    """Concatenate CSVs that each have exactly `columns` (or one of the `earlier` (header, fill) pairs' headers,
+    whose missing columns take the fill's values); ValueError naming a file that has none of them."""
     frames = []
     for path in map(Path, paths):
         df = pd.read_csv(path, dtype=str, keep_default_na=False)
-        if earlier is not None and list(df.columns) == list(earlier[0]):
-            df = df.assign(**earlier[1])
+        for header, fill in earlier:
+            if list(df.columns) == list(header):
+                df = df.assign(**fill)
+                break
         if list(df.columns) != list(columns):
             raise ValueError(f"{path}: columns {list(df.columns)} are not the expected {list(columns)}")
         df["source"] = str(path)

@@ -229,5 +229,5 @@ def run(cfg: TFConfig) -> dict | None:
         "compute_s": "", "allreduce_s": "", "wait_s": "",
         "final_loss": f"{final[0]:.6f}", "final_accuracy": f"{final[1]:.4f}",
         "final_top5_accuracy": f"{final[2]:.4f}",
-        "knobs": knobs_in_force(), "started_at": started,
+        "knobs": knobs_in_force(), "started_at": started, "backend": "tensorflow",
     }

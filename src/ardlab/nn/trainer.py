@@ -52,6 +52,7 @@ class TrainConfig:
     early_stop_patience: int = 0  # stop when the epoch's mean loss stalls (0: off)
     prefetch: int = 2  # batches loaded ahead in a background thread (0: none)
     layer_timing: str | None = None  # CSV of per-layer forward/backward/Allreduce seconds (rank 0)
+    backend: str = "numpy"  # compute backend of the model's layers (ardlab.nn.backend)
 
 
 def run_plan(library_name: str, *, ranks: int, algorithm: str = DEFAULT, tuned: str | None = None,
@@ -67,6 +68,10 @@ def run_plan(library_name: str, *, ranks: int, algorithm: str = DEFAULT, tuned: 
     model = options.get("model", TrainConfig.model)
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; valid: {', '.join(MODELS)}")
+    from ardlab.nn.backend import BACKENDS
+
+    if options.get("backend", TrainConfig.backend) not in BACKENDS:
+        raise ValueError(f"unknown backend {options['backend']!r}; valid: {', '.join(BACKENDS)}")
     opts = options_of(TrainConfig, options, "training")
     if opts.get("input_shape") is not None:
         opts["input_shape"] = list(opts["input_shape"])
@@ -142,7 +147,10 @@ def _setup(cfg: TrainConfig, comm) -> _Run:
     if len(train) < global_batch:
         raise ValueError(f"data set {train.name} has {len(train)} samples, fewer than one global batch ({global_batch})")
     initializers.seed(cfg.seed)
-    model = models.get(cfg.model, train.x.shape[1:], train.classes)
+    from ardlab.nn import backend
+
+    with backend.use(cfg.backend):  # OnednnUnavailable (naming the library) where oneDNN does not load
+        model = models.get(cfg.model, train.x.shape[1:], train.classes)
     if model.output_shape != (train.classes,):
         raise ValueError(f"model {cfg.model} outputs {model.output_shape}, data has {train.classes} classes")
     opt_kwargs = {"lr": cfg.lr, "weight_decay": cfg.weight_decay}
@@ -268,7 +276,7 @@ def _summary(r: _Run) -> dict:
         "final_loss": f"{final[0]:.6f}",
         "final_accuracy": f"{test_acc if test_acc is not None else final[1]:.4f}",
         "final_top5_accuracy": f"{test_top5 if test_top5 is not None else final[2]:.4f}",
-        "knobs": knobs_in_force(), "started_at": r.started,
+        "knobs": knobs_in_force(), "started_at": r.started, "backend": cfg.backend,
     }
 
 

@@ -57,7 +57,8 @@ def _variant(job: Job, config: dict, lib: str, algorithm: str) -> RunPlan:
     if job.kind == "train":
         return trainer.run_plan(lib, ranks=job.ranks, nodes=job.nodes, algorithm=name, tuned=tuned_path, options={
             "model": job.model, "dataset": "synthetic", "batch_per_rank": sec["batch_per_rank"],
-            "steps": sec["steps"], "parallel_mode": job.mode, "bucket_bytes": int(sec["bucket_mb"] * (1 << 20))},
+            "steps": sec["steps"], "parallel_mode": job.mode, "bucket_bytes": int(sec["bucket_mb"] * (1 << 20)),
+            "backend": sec["backend"]},
             **launch)
     return horovod_train.run_plan(lib, ranks=job.ranks, nodes=job.nodes, algorithm=name, tuned=tuned_path, options={
         "model": job.model, "batch_per_rank": sec["batch_per_rank"], "warmup_batches": sec["warmup_batches"],

@@ -1,9 +1,10 @@
 """Conv2D (NHWC, stride, same/valid padding, groups incl. depthwise): the public layer and what its two
 implementations share (arguments, shapes, parameters).
 
-``Conv2D(...)`` makes a ``DenseConv2D`` (``conv_dense``: groups = 1, im2row + one BLAS GEMM per chunk of images)
+``Conv2D(...)`` makes a ``DenseConv2D`` (``conv_dense``: groups = 1, im2row + one BLAS GEMM per chunk of images),
+on the onednn backend (``ardlab.nn.backend``) an ``OnednnConv2D`` (``conv_onednn``: oneDNN's primitives) instead,
 or a ``GroupedConv2D`` (``conv_grouped``: window views and one batched GEMM over groups), as Keras keeps its
-depthwise convolution apart from the base convolution. Both are ``Conv2D`` instances.
+depthwise convolution apart from the base convolution. All are ``Conv2D`` instances.
 """
 
 from __future__ import annotations
@@ -27,7 +28,14 @@ class Conv2D(Layer):
 
     def __new__(cls, filters: int = 1, kernel_size=1, strides=1, padding: str = "same", groups: int = 1, *a, **kw):
         if cls is Conv2D:
-            cls = Conv2D._variants["grouped" if groups != 1 else "dense"]
+            from ardlab.nn import backend
+
+            if groups == 1 and backend.get() == "onednn":
+                import ardlab.nn.layers.conv_onednn  # noqa: F401  (registers the variant)
+
+                cls = Conv2D._variants["onednn"]
+            else:
+                cls = Conv2D._variants["grouped" if groups != 1 else "dense"]
         return super().__new__(cls)
 
     def __init__(self, filters: int, kernel_size, strides=1, padding: str = "same", groups: int = 1,

@@ -1,0 +1,207 @@
+"""oneDNN's C API (libdnnl.so.3 of PyPI's onednn-cpu-gomp) through ctypes: memory descriptors, primitive
+descriptors, primitives, reorders, and the plain NumPy buffers they read and write.
+
+Why ctypes and not a compiled extension: the call overhead. Measured side by side (eltwise ReLU, 1 thread,
+interleaved): a ctypes call into oneDNN plus the stream wait costs about 1.1 us on a 32-byte tensor, NumPy's
+``np.maximum(x, 0, out=y)`` about 0.75 us; the layers' primitives take 0.1-100 ms. A compiled binding would save
+well under 0.1% of a training step, and ctypes needs nothing built at install time.
+
+The constants are those of oneDNN 3.2's ``dnnl_types.h`` / ``dnnl_common_types.h`` (the pinned wheel);
+tests/test_nn_onednn.py checks them against the headers of ``onednn-devel-cpu-gomp`` where it is installed.
+Everything is float32: oneDNN's CPU primitives train in f32 (bf16 aside), so the layers on this backend do too.
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+LIBRARY_ENV = "ARDLAB_DNNL_LIBRARY"  # a libdnnl.so.3 to load instead of the environment's own
+
+F32 = 3  # dnnl_f32
+TAGS = {"any": 1, "a": 2, "ab": 3, "abcd": 5, "nhwc": 22, "hwio": 28, "io": 14}  # dnnl_format_tag_t
+FORWARD_TRAINING, FORWARD_INFERENCE, BACKWARD_DATA, BACKWARD_WEIGHTS, BACKWARD = 64, 96, 160, 192, 128
+CONVOLUTION_DIRECT = 0x1
+QUERY = {"src": 129, "diff_src": 130, "weights": 131, "diff_weights": 132, "dst": 133, "diff_dst": 134,
+         "workspace": 135}  # dnnl_query_*_md
+ARG = {"src": 1, "dst": 17, "weights": 33, "bias": 41, "workspace": 64, "diff_src": 129, "diff_dst": 145,
+       "diff_weights": 161, "diff_bias": 169, "from": 1, "to": 17}  # DNNL_ARG_*
+STATUS = {1: "out of memory", 2: "invalid arguments", 3: "unimplemented", 4: "last implementation reached",
+          5: "runtime error", 6: "not required", 7: "invalid graph", 8: "invalid graph op",
+          9: "invalid shape", 10: "invalid data type"}
+CPU = 1  # dnnl_cpu
+STREAM_IN_ORDER = 1
+ALIGN = 64  # bytes: oneDNN's preferred alignment of buffers
+
+P = C.c_void_p
+Dims = C.c_int64 * 12  # dnnl_dims_t
+
+
+class OnednnUnavailable(ImportError):
+    """libdnnl could not be loaded (the onednn-cpu-gomp wheel is not in this environment)."""
+
+
+class OnednnError(RuntimeError):
+    """A oneDNN call returned an error status."""
+
+
+class _Arg(C.Structure):
+    _fields_ = [("arg", C.c_int), ("memory", P)]
+
+
+def library_path() -> Path:
+    """libdnnl.so.3 of this environment (the wheel puts it in <prefix>/lib), or $ARDLAB_DNNL_LIBRARY."""
+    return Path(os.environ.get(LIBRARY_ENV) or Path(sys.prefix) / "lib" / "libdnnl.so.3")
+
+
+_lib = None
+_engine = None
+_stream = None
+
+
+def lib():
+    """The loaded library, with the signatures ardlab calls (loaded once; OnednnUnavailable if it cannot be)."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    path = library_path()
+    try:
+        dl = C.CDLL(str(path))
+    except OSError as e:
+        raise OnednnUnavailable(f"oneDNN is not available: cannot load {path} ({e}); install the pinned "
+                                "onednn-cpu-gomp wheel (containers/requirements/base.txt) or choose the numpy "
+                                "backend") from None
+    sigs = {
+        "dnnl_engine_create": [C.POINTER(P), C.c_int, C.c_size_t],
+        "dnnl_stream_create": [C.POINTER(P), P, C.c_uint],
+        "dnnl_stream_wait": [P],
+        "dnnl_memory_desc_create_with_tag": [C.POINTER(P), C.c_int, Dims, C.c_int, C.c_int],
+        "dnnl_memory_desc_destroy": [P],
+        "dnnl_memory_desc_equal": [P, P],
+        "dnnl_memory_desc_get_size": [P],
+        "dnnl_memory_create": [C.POINTER(P), P, P, P],
+        "dnnl_memory_set_data_handle": [P, P],
+        "dnnl_primitive_desc_query_md": [P, C.c_int, C.c_int],
+        "dnnl_primitive_create": [C.POINTER(P), P],
+        "dnnl_primitive_execute": [P, P, C.c_int, P],
+        "dnnl_reorder_primitive_desc_create": [C.POINTER(P), P, P, P, P, P],
+        "dnnl_convolution_forward_primitive_desc_create":
+            [C.POINTER(P), P, C.c_int, C.c_int, P, P, P, P, Dims, Dims, Dims, Dims, P],
+        "dnnl_convolution_backward_data_primitive_desc_create":
+            [C.POINTER(P), P, C.c_int, P, P, P, Dims, Dims, Dims, Dims, P, P],
+        "dnnl_convolution_backward_weights_primitive_desc_create":
+            [C.POINTER(P), P, C.c_int, P, P, P, P, Dims, Dims, Dims, Dims, P, P],
+        "dnnl_version": [],
+    }
+    for name, args in sigs.items():
+        getattr(dl, name).argtypes = args
+    dl.dnnl_primitive_desc_query_md.restype = P
+    dl.dnnl_memory_desc_get_size.restype = C.c_size_t
+    dl.dnnl_version.restype = C.POINTER(C.c_int * 3)
+    _lib = dl
+    return dl
+
+
+def version() -> str:
+    v = lib().dnnl_version().contents
+    return ".".join(map(str, v[:3]))
+
+
+def check(status: int, what: str) -> None:
+    if status != 0:
+        raise OnednnError(f"oneDNN {what}: {STATUS.get(status, f'status {status}')}")
+
+
+def engine_and_stream():
+    """The process's CPU engine and its in-order stream (made once)."""
+    global _engine, _stream
+    if _engine is None:
+        e, s = P(), P()
+        check(lib().dnnl_engine_create(C.byref(e), CPU, 0), "engine")
+        check(lib().dnnl_stream_create(C.byref(s), e, STREAM_IN_ORDER), "stream")
+        _engine, _stream = e, s
+    return _engine, _stream
+
+
+def dims(values) -> Dims:
+    return Dims(*values)
+
+
+def md(shape, tag: str) -> P:
+    """A float32 memory descriptor of logical `shape` (oneDNN's order: N, C, H, W / O, I, H, W) in layout `tag`."""
+    out = P()
+    check(lib().dnnl_memory_desc_create_with_tag(C.byref(out), len(shape), dims(shape), F32, TAGS[tag]),
+          f"memory descriptor {tuple(shape)} {tag}")
+    return out
+
+
+def query(pd: P, what: str) -> P:
+    """The memory descriptor a primitive descriptor chose for `what` (owned by the primitive descriptor)."""
+    return P(lib().dnnl_primitive_desc_query_md(pd, QUERY[what], 0))
+
+
+def same(a: P, b: P) -> bool:
+    return bool(lib().dnnl_memory_desc_equal(a, b))
+
+
+def buffer(desc: P) -> np.ndarray:
+    """A 64-byte aligned float32 buffer large enough for `desc` (a layout oneDNN chose)."""
+    n = lib().dnnl_memory_desc_get_size(desc)
+    raw = np.empty(n + ALIGN, dtype=np.uint8)
+    off = (-raw.ctypes.data) % ALIGN
+    return raw[off: off + n].view(np.float32)
+
+
+class Memory:
+    """A oneDNN memory object over a NumPy buffer; `bind` points it at another buffer of the same layout."""
+
+    def __init__(self, desc: P, array: np.ndarray | None = None):
+        self.desc = desc
+        self.array = buffer(desc) if array is None else array
+        self.handle = P()
+        check(lib().dnnl_memory_create(C.byref(self.handle), desc, engine_and_stream()[0], P(self.array.ctypes.data)),
+              "memory")
+
+    def bind(self, array: np.ndarray) -> "Memory":
+        if array.dtype != np.float32 or not array.flags.c_contiguous:
+            raise ValueError(f"oneDNN buffers must be C-contiguous float32, got {array.dtype}"
+                             f"{'' if array.flags.c_contiguous else ', not contiguous'}")
+        self.array = array
+        check(lib().dnnl_memory_set_data_handle(self.handle, P(array.ctypes.data)), "set data handle")
+        return self
+
+
+class Primitive:
+    """A primitive made from its descriptor; `run` executes it with {argument name: Memory} and waits."""
+
+    def __init__(self, pd: P, what: str):
+        self.pd, self.what = pd, what
+        self.handle = P()
+        check(lib().dnnl_primitive_create(C.byref(self.handle), pd), f"{what} primitive")
+
+    def run(self, **args: Memory) -> None:
+        arr = (_Arg * len(args))(*(_Arg(ARG[k], m.handle) for k, m in args.items()))
+        _, stream = engine_and_stream()
+        check(lib().dnnl_primitive_execute(self.handle, stream, len(args), arr), self.what)
+        check(lib().dnnl_stream_wait(stream), f"{self.what} (wait)")
+
+
+def reorder(src: P, dst: P) -> Primitive:
+    """The primitive copying from layout `src` into layout `dst`."""
+    pd = P()
+    eng = engine_and_stream()[0]
+    check(lib().dnnl_reorder_primitive_desc_create(C.byref(pd), src, eng, dst, eng, None), "reorder")
+    return Primitive(pd, "reorder")
+
+
+def available() -> bool:
+    """Whether oneDNN loads in this environment."""
+    try:
+        lib()
+    except OnednnUnavailable:
+        return False
+    return True

@@ -1,0 +1,140 @@
+"""The oneDNN backend of ardlab.nn against the NumPy reference: the binding's constants against oneDNN's headers,
+every Conv2D configuration forward and in both gradients (float32, relative error <= 1e-5 of the largest
+magnitude), and 20 SGD steps of a model on each backend (weights within 1e-4).
+"""
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ardlab.nn import backend, models, onednn
+from ardlab.nn.layers import Conv2D, Input
+from ardlab.nn.losses import SoftmaxCrossEntropy
+from ardlab.nn.optim import SGD
+
+RTOL = 1e-5
+
+
+def _enum(text: str, name: str) -> int:
+    """The value of enumerator `name` in a C header (explicit, or one more than the previous one)."""
+    values, last = {}, -1
+    for m in re.finditer(r"^\s*(dnnl_\w+)(?:\s*=\s*(\w+))?\s*,", text, re.M):
+        key, val = m.groups()
+        val = val.rstrip("uU") if val else val
+        last = int(val, 0) if val and re.fullmatch(r"0x[0-9a-fA-F]+|\d+", val) else (values[val] if val else last + 1)
+        values[key] = last
+        if key == name:
+            return last
+    raise KeyError(name)
+
+
+def test_constants_match_the_headers():
+    include = Path(sys.prefix) / "include" / "oneapi" / "dnnl"
+    types = (include / "dnnl_types.h").read_text()
+    common = (include / "dnnl_common_types.h").read_text()
+    tags = types[types.index("dnnl_format_tag_undef = 0"):types.index("} dnnl_format_tag_t")]
+    for short, value in onednn.TAGS.items():
+        assert _enum(tags, f"dnnl_{'format_tag_any' if short == 'any' else short}") == value, short
+    assert _enum(common, "dnnl_f32") == onednn.F32
+    for name, value in {"forward_training": onednn.FORWARD_TRAINING, "backward_data": onednn.BACKWARD_DATA,
+                        "backward_weights": onednn.BACKWARD_WEIGHTS, "convolution_direct": onednn.CONVOLUTION_DIRECT}.items():
+        assert _enum(types, f"dnnl_{name}") == value, name
+    for what, value in onednn.QUERY.items():
+        assert _enum(types, f"dnnl_query_{what}_md") == value, what
+    for arg, value in onednn.ARG.items():
+        m = re.search(rf"#define DNNL_ARG_{arg.upper()}\s+(\w+)", types)
+        got = m.group(1)
+        got = int(re.search(rf"#define {got}\s+(\d+)", types).group(1)) if not got.isdigit() else int(got)
+        assert got == value, arg
+    assert onednn.version().startswith("3.2")
+
+
+def _pair(config, shape):
+    """The same Conv2D on both backends, with the same random weights."""
+    rng = np.random.default_rng(1)
+    ref = Conv2D(**config)
+    ref(Input(shape))
+    with backend.use("onednn"):
+        fast = Conv2D(**config)
+    fast(Input(shape))
+    assert type(fast).__name__ == "OnednnConv2D" and type(ref).__name__ == "DenseConv2D"
+    for k in ref.params:
+        ref.params[k][...] = rng.standard_normal(ref.params[k].shape)
+        fast.params[k][...] = ref.params[k]
+    return ref, fast
+
+
+def _close(a, b, what):
+    err = float(np.abs(a - b).max() / np.abs(a).max())
+    assert err <= RTOL, f"{what}: relative error {err:.2e} > {RTOL}"
+
+
+@pytest.mark.parametrize("config, shape", [
+    (dict(filters=8, kernel_size=3), (10, 10, 3)),
+    (dict(filters=6, kernel_size=3, strides=2, use_bias=False), (9, 9, 4)),
+    (dict(filters=5, kernel_size=5, strides=2, padding="valid"), (11, 11, 2)),
+    (dict(filters=4, kernel_size=1), (6, 6, 8)),
+    (dict(filters=16, kernel_size=(3, 1), strides=(1, 2)), (8, 7, 16)),
+    (dict(filters=32, kernel_size=11, strides=4, padding="valid"), (35, 35, 3)),
+])
+def test_conv2d_matches_the_numpy_backend(config, shape):
+    ref, fast = _pair(config, shape)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, *shape)).astype(np.float32)
+    y = ref.forward(x, training=True)
+    _close(y, fast.forward(x, training=True), "forward")
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    _close(ref.backward(dy), fast.backward(dy), "input gradient")
+    for k in ref.grads:
+        _close(ref.grads[k], fast.grads[k], f"{k} gradient")
+    # a second batch of another size makes (and keeps) its own primitives
+    x2 = rng.standard_normal((5, *shape)).astype(np.float32)
+    _close(ref.forward(x2, True), fast.forward(x2, True), "forward, second shape")
+    assert len(fast.plans) == 2
+
+
+def test_sgd_steps_agree_between_backends():
+    """20 SGD steps of a small CNN (its convolutions on oneDNN or NumPy): the weights stay within 1e-4."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((8, 16, 16, 3)).astype(np.float32)
+    labels = rng.integers(0, 10, 8)
+    weights = []
+    for name in ("numpy", "onednn"):
+        with backend.use(name):
+            model = models.get("simplecnn", (16, 16, 3), 10)
+        if weights:
+            model.set_weights(start)
+        else:
+            start = model.get_weights()
+        opt, loss = SGD(lr=0.05, momentum=0.9), SoftmaxCrossEntropy()
+        for _ in range(20):
+            _, grad = loss(model.forward(x, training=True), labels)
+            model.backward(grad)
+            opt.step(model)
+        weights.append(model.get_weights())
+    for a, b in zip(*weights):
+        np.testing.assert_allclose(b, a, atol=1e-4, rtol=1e-4)
+
+
+def test_onednn_layers_refuse_other_precisions():
+    with backend.use("onednn"):
+        layer = Conv2D(4, 3)
+    layer(Input((5, 5, 2)))
+    with pytest.raises(ValueError, match="computes in float32, not float64"):
+        layer.set_dtype(np.float64)
+
+
+def test_unknown_backend_named():
+    with pytest.raises(ValueError, match="unknown backend 'cuda'; valid: numpy, onednn"):
+        backend.set("cuda")
+
+
+def test_missing_library_named(monkeypatch, tmp_path):
+    monkeypatch.setattr(onednn, "_lib", None)
+    monkeypatch.setenv(onednn.LIBRARY_ENV, str(tmp_path / "libdnnl.so.3"))
+    with pytest.raises(onednn.OnednnUnavailable, match="cannot load .*libdnnl.so.3"):
+        backend.set("onednn")
+    assert backend.get() == "numpy"
