@@ -1,12 +1,14 @@
 """Benchmark: ardlab.nn against tf.keras training the same architecture in one process, side by side.
 
     .envs/mpich/bin/python -m ardlab.bench.vs_tensorflow [--models resnet20,vgg11,alexnet] [--batch 64] [--threads 2]
+        [--backends numpy,onednn] [--rounds 3]
 
-Each (model, framework) runs in its own subprocess (so peak memory, ru_maxrss, is its own): the ardlab.nn
-model, and its layer-by-layer tf_keras translation (ardlab.horovod.models.from_ardlab) with a compiled
+Each (model, variant) runs in its own subprocess (so peak memory, ru_maxrss, is its own), in interleaved rounds
+(every variant of a model once per round, in a shuffled order; the ratios to tf.keras are taken within a
+round): the ardlab.nn model on each backend, and its layer-by-layer tf_keras translation (ardlab.horovod.models.from_ardlab) with a compiled
 (tf.function) SGD step; the same batch, the same thread count (BLAS / TensorFlow intra- and inter-op),
 synthetic CIFAR-shaped data, warm-up steps excluded. Prints img/s and peak memory of both and their ratios,
-then ardlab.nn's per-layer profile (forward, backward, share of the step). Needs a library environment's Python
+then ardlab.nn's per-layer profile per backend (forward, backward, share of the step). Needs a library environment's Python
 (TensorFlow is there).
 """
 
@@ -23,13 +25,14 @@ from pathlib import Path
 from ardlab.comm.launch import thread_env
 
 
-def _ardlab(model_name: str, batch: int, steps: int, warmup: int) -> dict:
+def _ardlab(model_name: str, batch: int, steps: int, warmup: int, backend_name: str = "numpy") -> dict:
     import numpy as np
 
-    from ardlab.nn import initializers, losses, models, optim
+    from ardlab.nn import backend, initializers, losses, models, optim
 
     initializers.seed(0)
-    model = models.get(model_name, (32, 32, 3), 10)
+    with backend.use(backend_name):
+        model = models.get(model_name, (32, 32, 3), 10)
     opt = optim.get("sgd", lr=0.01, momentum=0.9)
     loss_fn = losses.get("categorical_crossentropy")
     rng = np.random.default_rng(0)
@@ -88,7 +91,7 @@ def _child(args) -> int:
     import resource
 
     if args.framework == "ardlab.nn":
-        out = _ardlab(args.model, args.batch, args.steps, args.warmup)
+        out = _ardlab(args.model, args.batch, args.steps, args.warmup, args.backend)
     else:
         out = _tensorflow(args.model, args.batch, args.steps, args.warmup, args.threads)
     out["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -96,53 +99,88 @@ def _child(args) -> int:
     return 0
 
 
+VARIANTS = {"numpy": "ardlab.nn/numpy", "onednn": "ardlab.nn/onednn"}  # ardlab.nn's backends; and tensorflow
+
+
+def _run_child(fw: str, backend: str, m: str, a, env) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "ardlab.bench.vs_tensorflow", "--child", fw, "--backend", backend,
+                           "--model", m, "--batch", str(a.batch), "--threads", str(a.threads), "--steps", str(a.steps),
+                           "--warmup", str(a.warmup)], capture_output=True, text=True, env=env)
+    line = [s for s in proc.stdout.splitlines() if s.startswith("RESULT ")]
+    if proc.returncode != 0 or not line:
+        raise RuntimeError(f"{fw} ({backend}) {m} failed:\n{proc.stderr[-2000:]}")
+    return json.loads(line[0][7:])
+
+
 def main(argv: list[str] | None = None) -> int:
+    import random
+    import statistics
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", default="resnet20,vgg11,alexnet")
+    p.add_argument("--backends", default="numpy,onednn", help="ardlab.nn backends to measure beside tf.keras")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds: each runs every variant of a model "
+                   "once, in a shuffled order; ratios are taken within a round")
+    p.add_argument("--seed", type=int, default=0, help="seed of the rounds' orders")
     p.add_argument("--output", metavar="DIR", help="also write nn_vs_tensorflow.{csv,md} and "
                    "nn_layer_profile.{csv,md} there (e.g. results/benchmarks)")
     p.add_argument("--child", choices=["ardlab.nn", "tensorflow"], dest="framework", help=argparse.SUPPRESS)
+    p.add_argument("--backend", default="numpy", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.framework:
         return _child(a)
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2",
-           **thread_env(a.threads)}
-    print(f"batch {a.batch}, {a.threads} threads, CIFAR shapes, {a.steps} timed steps after {a.warmup} warm-up")
-    print(f"{'model':10s} {'ardlab.nn img/s':>16s} {'TF img/s':>10s} {'ratio':>6s} {'nn peak MiB':>12s} "
-          f"{'TF peak MiB':>12s} {'ratio':>6s}")
+    backends = a.backends.split(",")
+    bad = [b for b in backends if b not in VARIANTS]
+    if bad:
+        raise SystemExit(f"unknown backend {bad[0]!r}; valid: {', '.join(VARIANTS)}")
+    if a.rounds < 1:
+        raise SystemExit(f"--rounds must be >= 1, got {a.rounds}")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **thread_env(a.threads)}
+    print(f"batch {a.batch}, {a.threads} threads, CIFAR shapes, {a.steps} timed steps after {a.warmup} warm-up, "
+          f"{a.rounds} interleaved rounds (ratios within a round; median [min, max] over rounds)")
+    rng = random.Random(a.seed)
     profiles, summary, layer_rows = {}, [], []
     for m in a.models.split(","):
-        res = {}
-        for fw in ("ardlab.nn", "tensorflow"):
-            proc = subprocess.run([sys.executable, "-m", "ardlab.bench.vs_tensorflow", "--child", fw, "--model", m,
-                                   "--batch", str(a.batch), "--threads", str(a.threads), "--steps", str(a.steps),
-                                   "--warmup", str(a.warmup)], capture_output=True, text=True, env=env)
-            line = [s for s in proc.stdout.splitlines() if s.startswith("RESULT ")]
-            if proc.returncode != 0 or not line:
-                raise RuntimeError(f"{fw} {m} failed:\n{proc.stderr[-2000:]}")
-            res[fw] = json.loads(line[0][7:])
-        nn, tf = res["ardlab.nn"], res["tensorflow"]
-        profiles[m] = nn
-        summary.append({"model": m, "batch": a.batch, "threads": a.threads, "nn_img_per_s": nn["img_per_s"],
-                        "tf_img_per_s": tf["img_per_s"], "nn_over_tf": nn["img_per_s"] / tf["img_per_s"],
-                        "nn_peak_mib": nn["peak_mib"], "tf_peak_mib": tf["peak_mib"],
-                        "nn_over_tf_peak_memory": nn["peak_mib"] / tf["peak_mib"]})
-        print(f"{m:10s} {nn['img_per_s']:16.1f} {tf['img_per_s']:10.1f} {nn['img_per_s'] / tf['img_per_s']:6.2f} "
-              f"{nn['peak_mib']:12.0f} {tf['peak_mib']:12.0f} {nn['peak_mib'] / tf['peak_mib']:6.2f}", flush=True)
-    for m, nn in profiles.items():
+        variants = [("ardlab.nn", b) for b in backends] + [("tensorflow", "tensorflow")]
+        runs = {v: [] for v in variants}
+        for _ in range(a.rounds):
+            order = variants[:]
+            rng.shuffle(order)
+            for fw, b in order:
+                runs[fw, b].append(_run_child(fw, b if fw == "ardlab.nn" else "numpy", m, a, env))
+        tf = runs["tensorflow", "tensorflow"]
+        for b in backends:
+            nn = runs["ardlab.nn", b]
+            ratio = [n["img_per_s"] / t["img_per_s"] for n, t in zip(nn, tf)]
+            mem = [n["peak_mib"] / t["peak_mib"] for n, t in zip(nn, tf)]
+            row = {"model": m, "backend": b, "batch": a.batch, "threads": a.threads, "rounds": a.rounds,
+                   "nn_img_per_s": statistics.median(n["img_per_s"] for n in nn),
+                   "tf_img_per_s": statistics.median(t["img_per_s"] for t in tf),
+                   "nn_over_tf": statistics.median(ratio), "nn_over_tf_min": min(ratio), "nn_over_tf_max": max(ratio),
+                   "nn_peak_mib": statistics.median(n["peak_mib"] for n in nn),
+                   "tf_peak_mib": statistics.median(t["peak_mib"] for t in tf),
+                   "nn_over_tf_peak_memory": statistics.median(mem)}
+            summary.append(row)
+            profiles[m, b] = nn[-1]
+            print(f"{m:10s} {VARIANTS[b]:17s} {row['nn_img_per_s']:8.1f} img/s, tf.keras {row['tf_img_per_s']:8.1f}: "
+                  f"{row['nn_over_tf']:.2f}x [{row['nn_over_tf_min']:.2f}, {row['nn_over_tf_max']:.2f}]; peak memory "
+                  f"{row['nn_peak_mib']:.0f} / {row['tf_peak_mib']:.0f} MiB ({row['nn_over_tf_peak_memory']:.2f}x)",
+                  flush=True)
+    for (m, b), nn in profiles.items():
         total = nn["step_s"]
-        print(f"\nardlab.nn {m}: where a step goes ({total * 1e3:.1f} ms; layers over 2% of the step)")
-        for name, f, b in sorted(nn["layers"], key=lambda r: -(r[1] + r[2])):
-            layer_rows.append({"model": m, "layer": name, "forward_ms": f * 1e3, "backward_ms": b * 1e3,
-                               "share_of_step": (f + b) / total})
-            if (f + b) / total >= 0.02:
-                print(f"  {name:28s} forward {f * 1e3:7.2f} ms  backward {b * 1e3:7.2f} ms  {100 * (f + b) / total:5.1f}%")
-        rest = total - sum(f + b for _, f, b in nn["layers"])
+        print(f"\n{VARIANTS[b]} {m}: where a step goes ({total * 1e3:.1f} ms; layers over 2% of the step)")
+        for name, f, bw in sorted(nn["layers"], key=lambda r: -(r[1] + r[2])):
+            layer_rows.append({"model": m, "backend": b, "layer": name, "forward_ms": f * 1e3, "backward_ms": bw * 1e3,
+                               "share_of_step": (f + bw) / total})
+            if (f + bw) / total >= 0.02:
+                print(f"  {name:28s} forward {f * 1e3:7.2f} ms  backward {bw * 1e3:7.2f} ms  "
+                      f"{100 * (f + bw) / total:5.1f}%")
+        rest = total - sum(f + bw for _, f, bw in nn["layers"])
         print(f"  {'(loss, update, other)':28s} {rest * 1e3:7.2f} ms  {100 * rest / total:5.1f}%")
     if a.output:
         from ardlab.results import save_table
