@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ardlab.nn import backend, models, onednn
-from ardlab.nn.layers import Conv2D, Input
+from ardlab.nn.layers import BatchNormalization, Conv2D, Input, MaxPool2D, ReLU
 from ardlab.nn.losses import SoftmaxCrossEntropy
 from ardlab.nn.optim import SGD
 
@@ -94,6 +94,38 @@ def test_conv2d_matches_the_numpy_backend(config, shape):
     x2 = rng.standard_normal((5, *shape)).astype(np.float32)
     _close(ref.forward(x2, True), fast.forward(x2, True), "forward, second shape")
     assert len(fast.plans) == 2
+
+
+@pytest.mark.parametrize("make, shape", [
+    (lambda: ReLU(), (6, 6, 5)),
+    (lambda: ReLU(), (7,)),
+    (lambda: MaxPool2D(2), (8, 8, 3)),
+    (lambda: MaxPool2D(3, 2, padding="same"), (9, 9, 4)),
+    (lambda: BatchNormalization(), (5, 5, 6)),
+    (lambda: BatchNormalization(momentum=0.9), (12,)),
+])
+def test_layers_match_the_numpy_backend(make, shape):
+    """Forward (training and inference) and every gradient; BatchNormalization's running statistics too."""
+    ref = make()
+    ref(Input(shape))
+    with backend.use("onednn"):
+        fast = make()
+    fast(Input(shape))
+    assert type(fast).__name__.startswith("Onednn") and fast.name.split("_")[0] == ref.name.split("_")[0]
+    rng = np.random.default_rng(4)
+    for k in ref.params:
+        ref.params[k][...] = rng.uniform(0.5, 1.5, ref.params[k].shape)
+        fast.params[k][...] = ref.params[k]
+    x = rng.standard_normal((4, *shape)).astype(np.float32) * 2 + 0.5
+    y = ref.forward(x, training=True)
+    _close(y, fast.forward(x, training=True), "forward")
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    _close(ref.backward(dy), fast.backward(dy), "input gradient")
+    for k in ref.grads:
+        _close(ref.grads[k], fast.grads[k], f"{k} gradient")
+    for k in ref.state:
+        _close(ref.state[k], fast.state[k], k)
+    _close(ref.forward(x, training=False), fast.forward(x, training=False), "inference forward")
 
 
 def test_sgd_steps_agree_between_backends():

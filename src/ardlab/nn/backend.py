@@ -27,7 +27,7 @@ def set(name: str) -> None:  # noqa: A001 (the module's verb)
     if name == "onednn":
         from ardlab.nn import onednn
 
-        onednn.lib()
+        onednn.lib()  # its layers are registered by ardlab.nn.layers
     _current = name
 
 

@@ -26,10 +26,14 @@ F32 = 3  # dnnl_f32
 TAGS = {"any": 1, "a": 2, "ab": 3, "abcd": 5, "nhwc": 22, "hwio": 28, "io": 14}  # dnnl_format_tag_t
 FORWARD_TRAINING, FORWARD_INFERENCE, BACKWARD_DATA, BACKWARD_WEIGHTS, BACKWARD = 64, 96, 160, 192, 128
 CONVOLUTION_DIRECT = 0x1
+ELTWISE_RELU_USE_DST_FOR_BWD = 0x100
+POOLING_MAX = 0x1FF
+USE_GLOBAL_STATS, USE_SCALE, USE_SHIFT = 0x1, 0x2, 0x4  # dnnl_normalization_flags_t
 QUERY = {"src": 129, "diff_src": 130, "weights": 131, "diff_weights": 132, "dst": 133, "diff_dst": 134,
          "workspace": 135}  # dnnl_query_*_md
 ARG = {"src": 1, "dst": 17, "weights": 33, "bias": 41, "workspace": 64, "diff_src": 129, "diff_dst": 145,
-       "diff_weights": 161, "diff_bias": 169, "from": 1, "to": 17}  # DNNL_ARG_*
+       "diff_weights": 161, "diff_bias": 169, "from": 1, "to": 17, "mean": 49, "variance": 50, "scale": 51,
+       "shift": 52, "diff_scale": 255, "diff_shift": 256}  # DNNL_ARG_*
 STATUS = {1: "out of memory", 2: "invalid arguments", 3: "unimplemented", 4: "last implementation reached",
           5: "runtime error", 6: "not required", 7: "invalid graph", 8: "invalid graph op",
           9: "invalid shape", 10: "invalid data type"}
@@ -95,6 +99,17 @@ def lib():
             [C.POINTER(P), P, C.c_int, P, P, P, Dims, Dims, Dims, Dims, P, P],
         "dnnl_convolution_backward_weights_primitive_desc_create":
             [C.POINTER(P), P, C.c_int, P, P, P, P, Dims, Dims, Dims, Dims, P, P],
+        "dnnl_eltwise_forward_primitive_desc_create": [C.POINTER(P), P, C.c_int, C.c_int, P, P, C.c_float, C.c_float, P],
+        "dnnl_eltwise_backward_primitive_desc_create":
+            [C.POINTER(P), P, C.c_int, P, P, P, C.c_float, C.c_float, P, P],
+        "dnnl_pooling_forward_primitive_desc_create":
+            [C.POINTER(P), P, C.c_int, C.c_int, P, P, Dims, Dims, Dims, Dims, Dims, P],
+        "dnnl_pooling_backward_primitive_desc_create":
+            [C.POINTER(P), P, C.c_int, P, P, Dims, Dims, Dims, Dims, Dims, P, P],
+        "dnnl_batch_normalization_forward_primitive_desc_create":
+            [C.POINTER(P), P, C.c_int, P, P, C.c_float, C.c_uint, P],
+        "dnnl_batch_normalization_backward_primitive_desc_create":
+            [C.POINTER(P), P, C.c_int, P, P, P, C.c_float, C.c_uint, P, P],
         "dnnl_version": [],
     }
     for name, args in sigs.items():
@@ -188,6 +203,23 @@ class Primitive:
         _, stream = engine_and_stream()
         check(lib().dnnl_primitive_execute(self.handle, stream, len(args), arr), self.what)
         check(lib().dnnl_stream_wait(stream), f"{self.what} (wait)")
+
+
+def primitive_desc(function: str, what: str, *args) -> P:
+    """Call dnnl_<function>(&pd, engine, *args) and return the primitive descriptor (OnednnError naming `what`)."""
+    pd = P()
+    check(getattr(lib(), f"dnnl_{function}")(C.byref(pd), engine_and_stream()[0], *args), what)
+    return pd
+
+
+def activation_md(shape) -> P:
+    """The descriptor of an NHWC activation (N, H, W, C) or a 2-D one (N, C), in oneDNN's logical order."""
+    if len(shape) == 4:
+        n, h, w, c = shape
+        return md((n, c, h, w), "nhwc")
+    if len(shape) == 2:
+        return md(shape, "ab")
+    raise ValueError(f"oneDNN layers take (N, H, W, C) or (N, C) activations, got shape {tuple(shape)}")
 
 
 def reorder(src: P, dst: P) -> Primitive:

@@ -16,6 +16,18 @@ import numpy as np
 
 _ids = itertools.count()
 
+# (public layer class, backend) -> the class implementing it there (ardlab.nn.backend; registered by the modules
+# that define them, e.g. layers.onednn_layers, imported when the backend is chosen).
+BACKEND_VARIANTS: dict[tuple[type, str], type] = {}
+
+
+def register_variant(public: type, backend_name: str):
+    """Class decorator: the decorated subclass of `public` implements it on `backend_name`."""
+    def register(cls):
+        BACKEND_VARIANTS[public, backend_name] = cls
+        return cls
+    return register
+
 
 class Tensor:
     """A symbolic value in the graph: which layer makes it from which inputs, and its shape."""
@@ -37,6 +49,15 @@ class Layer:
     need_input_grad = True
     _counter: dict[str, itertools.count] = {}
     kind: str | None = None  # the public class a default name is made from (None: the class itself)
+
+    def __new__(cls, *args, **kwargs):
+        """On a backend other than numpy, the layer it registered for this class (if any) is made instead."""
+        from ardlab.nn import backend
+
+        name = backend.get()
+        if name != "numpy":
+            cls = BACKEND_VARIANTS.get((cls, name), cls)
+        return super().__new__(cls)
 
     def __init__(self, name: str | None = None):
         cls = (self.kind or type(self).__name__).lower()

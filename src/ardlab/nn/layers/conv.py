@@ -31,8 +31,6 @@ class Conv2D(Layer):
             from ardlab.nn import backend
 
             if groups == 1 and backend.get() == "onednn":
-                import ardlab.nn.layers.conv_onednn  # noqa: F401  (registers the variant)
-
                 cls = Conv2D._variants["onednn"]
             else:
                 cls = Conv2D._variants["grouped" if groups != 1 else "dense"]

@@ -1,0 +1,168 @@
+"""ReLU, MaxPool2D and BatchNormalization on oneDNN's primitives (the onednn backend; ``conv_onednn`` has the
+convolution). Each keeps the NumPy layer's protocol and parameters and replaces its forward and backward; the
+primitives are made once per input shape. Activations stay NHWC (or (N, C)), as on the numpy backend.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ardlab.nn import onednn as dn
+from ardlab.nn.layers.activations import ReLU
+from ardlab.nn.layers.base import register_variant
+from ardlab.nn.layers.norm import BatchNormalization
+from ardlab.nn.layers.pool import MaxPool2D
+from ardlab.nn.layers.windows import out_and_pads
+
+
+def _f32(x) -> np.ndarray:
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+class _Float32Only:
+    def set_dtype(self, dtype) -> None:
+        if np.dtype(dtype) != np.float32:
+            raise ValueError(f"{self.name}: the oneDNN backend computes in float32, not {np.dtype(dtype)}; "
+                             "use the numpy backend for other precisions")
+        super().set_dtype(dtype)
+
+
+@register_variant(ReLU, "onednn")
+class OnednnReLU(_Float32Only, ReLU):
+    """Eltwise ReLU; backward reads the kept output (relu_use_dst_for_bwd), as the NumPy layer does."""
+
+    kind = "ReLU"
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.plans = {}
+
+    def _plan(self, size: int):
+        if size not in self.plans:
+            d = dn.md((size,), "a")
+            fwd = dn.primitive_desc("eltwise_forward_primitive_desc_create", f"{self.name}: ReLU",
+                                    dn.FORWARD_TRAINING, dn.ELTWISE_RELU_USE_DST_FOR_BWD, d, d, 0.0, 0.0, None)
+            bwd = dn.primitive_desc("eltwise_backward_primitive_desc_create", f"{self.name}: ReLU backward",
+                                    dn.ELTWISE_RELU_USE_DST_FOR_BWD, d, d, d, 0.0, 0.0, fwd, None)
+            self.plans[size] = (dn.Primitive(fwd, "ReLU"), dn.Primitive(bwd, "ReLU backward"),
+                                *(dn.Memory(d) for _ in range(3)))
+        return self.plans[size]
+
+    def forward(self, x, training=False):
+        x = _f32(x)
+        fwd, _, src, dst, _ = self._plan(x.size)
+        self.y = np.empty_like(x)
+        fwd.run(src=src.bind(x.reshape(-1)), dst=dst.bind(self.y.reshape(-1)))
+        return self.y
+
+    def backward(self, dy):
+        dy = _f32(dy)
+        _, bwd, data, diff, out = self._plan(dy.size)
+        dx = np.empty_like(dy)
+        bwd.run(dst=data.bind(self.y.reshape(-1)), diff_dst=diff.bind(dy.reshape(-1)), diff_src=out.bind(dx.reshape(-1)))
+        self.y = None
+        return dx
+
+
+@register_variant(MaxPool2D, "onednn")
+class OnednnMaxPool2D(_Float32Only, MaxPool2D):
+    """Max pooling (padding excluded from the maximum); backward routes each gradient through the workspace the
+    forward pass keeps."""
+
+    kind = "MaxPool2D"
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.plans = {}
+
+    def _plan(self, shape):
+        if shape not in self.plans:
+            n, h, w, c = shape
+            ho, wo, (pt, pb, pl, pr) = out_and_pads(h, w, self.k, self.s, self.padding)
+            src, dst = dn.md((n, c, h, w), "nhwc"), dn.md((n, c, ho, wo), "nhwc")
+            geo = (dn.dims(self.s), dn.dims(self.k), dn.dims((0, 0)), dn.dims((pt, pl)), dn.dims((pb, pr)))
+            fwd = dn.primitive_desc("pooling_forward_primitive_desc_create", f"{self.name}: max pooling",
+                                    dn.FORWARD_TRAINING, dn.POOLING_MAX, src, dst, *geo, None)
+            bwd = dn.primitive_desc("pooling_backward_primitive_desc_create", f"{self.name}: max pooling backward",
+                                    dn.POOLING_MAX, src, dst, *geo, fwd, None)
+            self.plans[shape] = {"fwd": dn.Primitive(fwd, "max pooling"), "bwd": dn.Primitive(bwd, "max pooling backward"),
+                                 "src": dn.Memory(src), "dst": dn.Memory(dst), "ws": dn.Memory(dn.query(fwd, "workspace")),
+                                 "diff_src": dn.Memory(src), "diff_dst": dn.Memory(dst), "out": (n, ho, wo, c)}
+        return self.plans[shape]
+
+    def forward(self, x, training=False):
+        x = _f32(x)
+        p = self._plan(x.shape)
+        y = np.empty(p["out"], dtype=np.float32)
+        self.x_shape = x.shape
+        p["fwd"].run(src=p["src"].bind(x), dst=p["dst"].bind(y), workspace=p["ws"])
+        return y
+
+    def backward(self, dy):
+        p = self._plan(self.x_shape)
+        dx = np.empty(self.x_shape, dtype=np.float32)
+        p["bwd"].run(diff_dst=p["diff_dst"].bind(_f32(dy)), workspace=p["ws"], diff_src=p["diff_src"].bind(dx))
+        return dx
+
+
+@register_variant(BatchNormalization, "onednn")
+class OnednnBatchNormalization(_Float32Only, BatchNormalization):
+    """Batch statistics in training (the running ones updated from them, as the NumPy layer does), the running
+    statistics in inference; backward with the scale and shift gradients."""
+
+    kind = "BatchNormalization"
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.plans = {}
+
+    def _plan(self, shape, training: bool):
+        key = (shape, training)
+        if key not in self.plans:
+            d = dn.activation_md(shape)
+            flags = dn.USE_SCALE | dn.USE_SHIFT | (0 if training else dn.USE_GLOBAL_STATS)
+            prop = dn.FORWARD_TRAINING if training else dn.FORWARD_INFERENCE
+            fwd = dn.primitive_desc("batch_normalization_forward_primitive_desc_create",
+                                    f"{self.name}: batch normalization", prop, d, d, self.epsilon, flags, None)
+            hint = fwd if training else dn.primitive_desc(
+                "batch_normalization_forward_primitive_desc_create", f"{self.name}: batch normalization",
+                dn.FORWARD_TRAINING, d, d, self.epsilon, flags, None)
+            bwd = dn.primitive_desc("batch_normalization_backward_primitive_desc_create",
+                                    f"{self.name}: batch normalization backward", dn.BACKWARD, d, d, d, self.epsilon,
+                                    flags, hint, None)
+            c = dn.md((shape[-1],), "a")
+            self.plans[key] = {"fwd": dn.Primitive(fwd, "batch normalization"),
+                               "bwd": dn.Primitive(bwd, "batch normalization backward"),
+                               **{k: dn.Memory(d) for k in ("src", "dst", "diff_src", "diff_dst")},
+                               **{k: dn.Memory(c) for k in ("mean", "variance", "scale", "shift", "diff_scale",
+                                                            "diff_shift")}}
+        return self.plans[key]
+
+    def forward(self, x, training=False):
+        x = _f32(x)
+        p = self._plan(x.shape, training)
+        y = np.empty_like(x)
+        c = x.shape[-1]
+        if training:
+            mean, var = np.empty(c, np.float32), np.empty(c, np.float32)
+        else:
+            mean, var = _f32(self.state["running_mean"]), _f32(self.state["running_var"])
+        p["fwd"].run(src=p["src"].bind(x), dst=p["dst"].bind(y), mean=p["mean"].bind(mean),
+                     variance=p["variance"].bind(var), scale=p["scale"].bind(self.params["gamma"]),
+                     shift=p["shift"].bind(self.params["beta"]))
+        if training:
+            mo, st = self.momentum, self.state
+            st["running_mean"][...] = mo * st["running_mean"] + (1 - mo) * mean
+            st["running_var"][...] = mo * st["running_var"] + (1 - mo) * var
+        self.x, self.mean, self.var, self.batch_stats = x, mean, var, training
+        return y
+
+    def backward(self, dy):
+        p = self._plan(self.x.shape, self.batch_stats)
+        dx = np.empty_like(self.x)
+        p["bwd"].run(src=p["src"].bind(self.x), mean=p["mean"].bind(self.mean), variance=p["variance"].bind(self.var),
+                     diff_dst=p["diff_dst"].bind(_f32(dy)), scale=p["scale"].bind(self.params["gamma"]),
+                     diff_src=p["diff_src"].bind(dx), diff_scale=p["diff_scale"].bind(self.grads["gamma"]),
+                     diff_shift=p["diff_shift"].bind(self.grads["beta"]))
+        self.x = None
+        return dx
