@@ -1,7 +1,8 @@
 """Data parallelism: 2 and 3 ranks with global batch B reach the weights of 1 rank with batch B.
 
-Every parallel mode (blocking, non-blocking, bucketed) with the native Allreduce and our own; float64,
-tolerance rtol 1e-9 / atol 1e-11 (only the summation order differs). Also: digits convergence >= 97%.
+Every parallel mode (blocking, non-blocking, bucketed) with the native Allreduce and our own, on both backends;
+numpy in float64, tolerance rtol 1e-9 / atol 1e-11 (only the summation order differs); onednn in float32 (its
+only precision), rtol 1e-4 / atol 1e-6. Also: digits convergence >= 97%.
 """
 
 import csv
@@ -12,32 +13,44 @@ import pytest
 from conftest import PROGRAMS, ardlab, mpirun
 
 
+TOLERANCE = {"numpy": {"rtol": 1e-9, "atol": 1e-11}, "onednn": {"rtol": 1e-4, "atol": 1e-6}}
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    path = tmp_path_factory.mktemp("dp") / "ref.npz"
-    mpirun("mpich", 1, [PROGRAMS / "check_data_parallel.py", path])
-    return dict(np.load(path))
+    refs = {}
+
+    def get(backend):
+        if backend not in refs:
+            path = tmp_path_factory.mktemp("dp") / f"ref-{backend}.npz"
+            mpirun("mpich", 1, [PROGRAMS / "check_data_parallel.py", path, backend])
+            refs[backend] = dict(np.load(path))
+        return refs[backend]
+    return get
 
 
-@pytest.mark.parametrize("library, ranks", [("mpich", 2), ("mpich", 3), ("openmpi", 3), ("intelmpi", 2)])
-def test_data_parallel_equals_one_process(reference, library, ranks, tmp_path):
+@pytest.mark.parametrize("library, ranks, backend", [("mpich", 2, "numpy"), ("mpich", 3, "numpy"),
+                                                     ("openmpi", 3, "numpy"), ("intelmpi", 2, "numpy"),
+                                                     ("mpich", 2, "onednn"), ("openmpi", 3, "onednn")])
+def test_data_parallel_equals_one_process(reference, library, ranks, backend, tmp_path):
     path = tmp_path / "dp.npz"
-    mpirun(library, ranks, [PROGRAMS / "check_data_parallel.py", path])
-    got = dict(np.load(path))
-    assert got.keys() == reference.keys()
+    mpirun(library, ranks, [PROGRAMS / "check_data_parallel.py", path, backend])
+    got, want = dict(np.load(path)), reference(backend)
+    assert got.keys() == want.keys()
     for key in got:
-        np.testing.assert_allclose(got[key], reference[key], rtol=1e-9, atol=1e-11, err_msg=key)
+        np.testing.assert_allclose(got[key], want[key], err_msg=key, **TOLERANCE[backend])
 
 
-@pytest.mark.parametrize("library, algorithm, mode", [("openmpi", "own_ring", "nonblocking"),
-                                                      ("mpich", "ring", "blocking")])
-def test_train_row_names_the_allreduce_used(library, algorithm, mode, tmp_path):
+@pytest.mark.parametrize("library, algorithm, mode, backend", [("openmpi", "own_ring", "nonblocking", "onednn"),
+                                                               ("mpich", "ring", "blocking", "numpy")])
+def test_train_row_names_the_allreduce_used(library, algorithm, mode, backend, tmp_path):
     out = tmp_path / "row.csv"
     ardlab("train", "--library", library, "--ranks", 2, "--algorithm", algorithm, "--parallel-mode", mode,
            "--model", "simplecnn", "--dataset", "synthetic", "--input-shape", "8x8x1", "--global-batch", 16,
-           "--steps", 3, "--no-progress", "--output", out)
+           "--steps", 3, "--no-progress", "--backend", backend, "--output", out)
     (row,) = list(csv.DictReader(open(out)))
-    assert (row["library"], row["algorithm"], row["parallel_mode"]) == (library, algorithm, mode)
+    assert (row["library"], row["algorithm"], row["parallel_mode"], row["backend"]) == (library, algorithm, mode,
+                                                                                         backend)
     if algorithm == "ring":
         assert "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=ring" in row["knobs"]
 
