@@ -170,3 +170,30 @@ def test_missing_library_named(monkeypatch, tmp_path):
     with pytest.raises(onednn.OnednnUnavailable, match="cannot load .*libdnnl.so.3"):
         backend.set("onednn")
     assert backend.get() == "numpy"
+
+
+def test_conv_relu_is_fused_and_matches():
+    """In a model, a oneDNN ReLU reading only a oneDNN Conv2D becomes the convolution's post-op; forward and
+    gradients stay those of the numpy backend."""
+    from ardlab.nn.model import Model
+
+    rng = np.random.default_rng(5)
+    built = {}
+    for name in ("numpy", "onednn"):
+        with backend.use(name):
+            inp = Input((8, 8, 3))
+            conv = Conv2D(6, 3)
+            relu = ReLU()
+            model = Model(inp, Conv2D(4, 3)(relu(conv(inp))))
+        built[name] = (model, conv, relu)
+    ref, fast = built["numpy"][0], built["onednn"][0]
+    assert built["onednn"][1].fused_relu and built["onednn"][2].fused and not hasattr(built["numpy"][1], "fused_relu")
+    fast.set_weights(ref.get_weights())
+    x = rng.standard_normal((3, 8, 8, 3)).astype(np.float32)
+    y = ref.forward(x, training=True)
+    _close(y, fast.forward(x, training=True), "forward")
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    ref.backward(dy)
+    fast.backward(dy)
+    for (la, k), (lb, _) in zip(ref.parameters(), fast.parameters()):
+        _close(la.grads[k], lb.grads[k], f"{la.name} {k}")

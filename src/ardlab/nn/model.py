@@ -43,6 +43,11 @@ class Model:
                 self.consumers[i.id] = self.consumers.get(i.id, 0) + 1
             # nobody needs the gradient of the model's input: a layer fed only by it may skip computing it
             t.layer.need_input_grad = not all(i is inputs for i in t.inputs)
+        for t in self.nodes:  # a layer that can apply the ReLU reading only it (oneDNN's post-op) takes it over
+            (src,) = t.inputs if len(t.inputs) == 1 else (None,)
+            if src is not None and src.layer is not None and self.consumers.get(src.id) == 1 \
+                    and hasattr(src.layer, "fuse_relu") and type(t.layer).__name__ == "OnednnReLU":
+                src.layer.fuse_relu(t.layer)
 
     @property
     def input_shape(self):

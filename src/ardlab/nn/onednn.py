@@ -26,7 +26,7 @@ F32 = 3  # dnnl_f32
 TAGS = {"any": 1, "a": 2, "ab": 3, "abcd": 5, "nhwc": 22, "hwio": 28, "io": 14}  # dnnl_format_tag_t
 FORWARD_TRAINING, FORWARD_INFERENCE, BACKWARD_DATA, BACKWARD_WEIGHTS, BACKWARD = 64, 96, 160, 192, 128
 CONVOLUTION_DIRECT = 0x1
-ELTWISE_RELU_USE_DST_FOR_BWD = 0x100
+ELTWISE_RELU, ELTWISE_RELU_USE_DST_FOR_BWD = 0x20, 0x100
 POOLING_MAX = 0x1FF
 USE_GLOBAL_STATS, USE_SCALE, USE_SHIFT = 0x1, 0x2, 0x4  # dnnl_normalization_flags_t
 QUERY = {"src": 129, "diff_src": 130, "weights": 131, "diff_weights": 132, "dst": 133, "diff_dst": 134,
@@ -110,6 +110,10 @@ def lib():
             [C.POINTER(P), P, C.c_int, P, P, C.c_float, C.c_uint, P],
         "dnnl_batch_normalization_backward_primitive_desc_create":
             [C.POINTER(P), P, C.c_int, P, P, P, C.c_float, C.c_uint, P, P],
+        "dnnl_primitive_attr_create": [C.POINTER(P)],
+        "dnnl_primitive_attr_set_post_ops": [P, P],
+        "dnnl_post_ops_create": [C.POINTER(P)],
+        "dnnl_post_ops_append_eltwise": [P, C.c_int, C.c_float, C.c_float],
         "dnnl_version": [],
     }
     for name, args in sigs.items():
@@ -210,6 +214,16 @@ def primitive_desc(function: str, what: str, *args) -> P:
     pd = P()
     check(getattr(lib(), f"dnnl_{function}")(C.byref(pd), engine_and_stream()[0], *args), what)
     return pd
+
+
+def relu_post_op() -> P:
+    """Primitive attributes that apply ReLU to a primitive's output (a fused post-op)."""
+    attr, ops = P(), P()
+    check(lib().dnnl_primitive_attr_create(C.byref(attr)), "primitive attributes")
+    check(lib().dnnl_post_ops_create(C.byref(ops)), "post-ops")
+    check(lib().dnnl_post_ops_append_eltwise(ops, ELTWISE_RELU, 0.0, 0.0), "ReLU post-op")
+    check(lib().dnnl_primitive_attr_set_post_ops(attr, ops), "set post-ops")
+    return attr
 
 
 def activation_md(shape) -> P:

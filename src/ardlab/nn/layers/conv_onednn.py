@@ -1,6 +1,10 @@
 """Ungrouped convolution (groups = 1) on oneDNN's primitives: forward, backward-data and backward-weights with the
 bias, created once per input shape and kept.
 
+Conv2D -> ReLU: where a ReLU is the convolution's only reader, the model fuses it into the forward primitive as
+a post-op (``fuse_relu``): one pass over the output instead of two; backward is as before (the ReLU masks the
+gradient with the output it kept, then the convolution's backward runs).
+
 Layouts: activations and their gradients stay NHWC, ardlab's own layout, which oneDNN's direct convolutions read
 and write natively (so consecutive layers never reorder them); the weights live in the HWIO array the other
 backends and the optimizers use, and are reordered each step into the blocked layout the primitive chose
@@ -31,8 +35,9 @@ class _Plan:
         lib = dn.lib()
 
         fwd = dn.P()
+        attr = dn.relu_post_op() if layer.fused_relu else None
         dn.check(lib.dnnl_convolution_forward_primitive_desc_create(
-            dn.C.byref(fwd), eng, dn.FORWARD_TRAINING, dn.CONVOLUTION_DIRECT, src, any_w, bias, dst, *geo, None),
+            dn.C.byref(fwd), eng, dn.FORWARD_TRAINING, dn.CONVOLUTION_DIRECT, src, any_w, bias, dst, *geo, attr),
             f"{layer.name}: convolution forward {tuple(shape)}")
         bwd_d = dn.P()
         dn.check(lib.dnnl_convolution_backward_data_primitive_desc_create(
@@ -79,6 +84,15 @@ class OnednnConv2D(Conv2D, variant="onednn"):
             raise ValueError(f"{self.name}: the oneDNN convolution has groups = 1, got {self.groups}")
         dn.lib()  # raises OnednnUnavailable naming the library it could not load
         self.plans: dict[tuple, _Plan] = {}
+        self.fused_relu = False  # set by Model when this convolution's only reader is a ReLU (fuse_relu)
+
+    def fuse_relu(self, relu) -> bool:
+        """Apply `relu` (a oneDNN ReLU reading only this layer) as the forward primitive's post-op; that ReLU then
+        passes its input through forward and keeps it for its backward, which is unchanged."""
+        if self.plans or getattr(relu, "fused", None) is None:
+            return False
+        self.fused_relu = relu.fused = True
+        return True
 
     def set_dtype(self, dtype) -> None:
         if np.dtype(dtype) != np.float32:
