@@ -165,6 +165,20 @@ def test_ring_beta_folds_gamma_and_matches_the_link_rate():
     assert sc.rate_ratio.item() == pytest.approx(4.0) and sc.within_15pct.item()
 
 
+def test_ground_truth_rows_leave_out_the_burst_and_the_fold():
+    """Sizes below tbf's burst ride at the veth's speed; Rabenseifner at 3 nodes folds (not bandwidth-optimal)."""
+    from ardlab.cluster.network import BURST_BYTES
+
+    b = cluster_frame()
+    b = pd.concat([b, b[b.algorithm == "ring"].assign(algorithm="reduce_scatter_allgather")])
+    kept = costmodel.ground_truth_rows(b)
+    assert kept.size_bytes.min() >= BURST_BYTES and set(kept.nodes) == {2, 3, 4}
+    assert set(kept[kept.algorithm == "reduce_scatter_allgather"].nodes) == {2, 4}
+    fits = costmodel.fit_all(kept, min_sizes=costmodel.GROUND_TRUTH_MIN_SIZES)
+    gt = costmodel.ground_truth(fits)
+    assert set(gt.algorithm) == {"ring", "reduce_scatter_allgather"} and (gt.from_bytes == BURST_BYTES).all()
+
+
 def test_node_count_hold_out_with_paired_intervals():
     """Fit on 2-3 nodes, predict 4: ring wins large sizes, RD small ones, every pick decided; making ring 3x slower
     on 4 nodes only turns its large-size picks into decided misses."""

@@ -258,7 +258,7 @@ def _regimes(A: np.ndarray, t: np.ndarray, n: np.ndarray, cuts: tuple, seen: dic
 
 
 def fit_one(library_name: str, algorithm: str, model: str, data: pd.DataFrame, node_class: str,
-            link_rate: str = "") -> Fit:
+            link_rate: str = "", min_sizes: int = MIN_SIZES) -> Fit:
     n, p, t = data.size_bytes.to_numpy(float), data.ranks.to_numpy(float), data.avg_us.to_numpy(float)
     A = coefficients(model, n, p)
     if len(np.unique(p)) == 1:  # o and alpha are inseparable at one rank count: the classical model (o = 0)
@@ -274,7 +274,7 @@ def fit_one(library_name: str, algorithm: str, model: str, data: pd.DataFrame, n
         if best[0] <= SPLIT_MIN_RMS ** 2 * len(t):
             break
         found = None
-        for cuts in itertools.combinations(sizes[MIN_SIZES:], k):
+        for cuts in itertools.combinations(sizes[min_sizes:], k):
             bounds = [*cuts, np.inf]
             if any(np.count_nonzero((sizes >= a) & (sizes < b)) < MIN_REGIME_SIZES for a, b in zip(bounds, bounds[1:])):
                 continue
@@ -286,8 +286,8 @@ def fit_one(library_name: str, algorithm: str, model: str, data: pd.DataFrame, n
     _, regimes, rel = best
     rel = np.abs(rel)
     status = "ok"
-    if len(sizes) < MIN_SIZES:
-        status = f"rejected: only {len(sizes)} message sizes (need >= {MIN_SIZES})"
+    if len(sizes) < min_sizes:
+        status = f"rejected: only {len(sizes)} message sizes (need >= {min_sizes})"
     elif np.median(rel) > 0.5:
         status = f"rejected: median relative error {np.median(rel):.0%} (> 50%): the model does not describe it"
     return Fit(library_name, algorithm, model, node_class, regimes, len(t), float(np.median(rel)),
@@ -318,7 +318,7 @@ def _fair(m: pd.DataFrame, cores_per_node: int | None) -> pd.Series:
     return pd.Series(True, index=m.index) if cores_per_node is None else m.ranks <= cores_per_node * m.nodes
 
 
-def fit_all(b: pd.DataFrame, cores_per_node: int | None = None) -> list[Fit]:
+def fit_all(b: pd.DataFrame, cores_per_node: int | None = None, min_sizes: int = MIN_SIZES) -> list[Fit]:
     """One fit per library, algorithm with a model, node class and link rate, from the measurements that are not
     oversubscribed (more ranks per node than `cores_per_node`)."""
     m = _medians(b)
@@ -328,7 +328,7 @@ def fit_all(b: pd.DataFrame, cores_per_node: int | None = None) -> list[Fit]:
     for (lib, alg, cls, rate), g in m.groupby(["library", "algorithm", "node_class", "link_rate"]):
         model = model_of(lib, alg, cls)
         if model:
-            fits.append(fit_one(lib, alg, model, g, cls, rate))
+            fits.append(fit_one(lib, alg, model, g, cls, rate, min_sizes))
     return fits
 
 
@@ -514,15 +514,32 @@ GROUND_TRUTH_COLUMNS = ["library", "algorithm", "model", "link_rate", "from_byte
                         "gamma_folded", "wire_beta_us_per_byte", "fitted_over_wire", "within_15pct", "fit_status"]
 
 
+GROUND_TRUTH_MIN_SIZES = 3
+
+
+def ground_truth_rows(b: pd.DataFrame) -> pd.DataFrame:
+    """The measurements the ground truth fits (with >= 3 sizes): across nodes, at sizes from the shaper's burst
+    up (smaller messages leave at the veth's own speed: they cannot show the rate), and for the Rabenseifner
+    family (reduce-scatter + allgather) only at powers of two, where it is bandwidth-optimal (elsewhere its fold
+    sends the whole vector to a partner and back: 3n per node at 3 nodes against the ring's 4n/3)."""
+    from ardlab.cluster.network import BURST_BYTES
+
+    b = b[(b.nodes > 1) & (b.size_bytes >= BURST_BYTES)]
+    rab = b.apply(lambda r: model_of(r.library, r.algorithm, "inter") == "rabenseifner", axis=1) if len(b) else False
+    return b[~(rab & (b.nodes & (b.nodes - 1) != 0))]
+
+
 def ground_truth(fits: list[Fit]) -> pd.DataFrame:
     """Per bandwidth-optimal fit across nodes at a known link rate: the beta of its largest-size regime against
-    the link's 8/rate (us per byte)."""
+    the link's 8/rate (us per byte). Pass fits of ``ground_truth_rows``."""
+    from ardlab.cluster.network import BURST_BYTES
+
     rows = []
     for f in fits:
         if f.node_class != "inter" or f.model not in BANDWIDTH_OPTIMAL or f.link_rate in ("", "none"):
             continue
         r, wire = f.regimes[-1], wire_beta_us(f.link_rate)
-        rows.append([f.library, f.algorithm, f.model, f.link_rate, r.from_bytes, r.beta_us_per_byte, f.gamma_folded,
+        rows.append([f.library, f.algorithm, f.model, f.link_rate, max(r.from_bytes, BURST_BYTES), r.beta_us_per_byte, f.gamma_folded,
                      wire, r.beta_us_per_byte / wire, abs(r.beta_us_per_byte / wire - 1) <= GROUND_TRUTH_TOLERANCE,
                      f.status])
     return pd.DataFrame(rows, columns=GROUND_TRUTH_COLUMNS).sort_values(["library", "algorithm", "link_rate"],

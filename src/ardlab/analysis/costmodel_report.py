@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from ardlab.analysis import read, tuned
-from ardlab.analysis.costmodel import (HOLDOUTS, Network, TooFewSizes, fit_all, ground_truth, predict, prediction_fits,
+from ardlab.analysis.costmodel import (GROUND_TRUTH_MIN_SIZES, HOLDOUTS, Network, TooFewSizes, fit_all, ground_truth, ground_truth_rows,
+                                      predict, prediction_fits,
                                       rate_scaling,
                                       read_fits, score, validate)
 from ardlab.comm.libraries import library
@@ -47,7 +48,8 @@ def run(bench_files, results, figures, ranks: list[int], sizes: list[int], cores
         save_frame(val, tables / "costmodel_validation_points")
     pred = predict(fits, b, ranks, sizes, network)
     save_frame(pred, tables / f"costmodel_{TABLES[2]}")
-    gt = ground_truth(fits)
+    gt = ground_truth(fit_all(ground_truth_rows(b), cores_per_node, GROUND_TRUTH_MIN_SIZES) if b is not None
+                      else fits)
     save_frame(gt, tables / f"costmodel_{TABLES[3]}")
     save_frame(rate_scaling(gt), tables / f"costmodel_{TABLES[4]}")
     written = [tables / f"costmodel_{t}.csv" for t in TABLES]

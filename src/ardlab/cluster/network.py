@@ -18,6 +18,10 @@ NS_PREFIX = "ardlab-"
 VETH_PREFIX = "ardv-"
 NETNS_DIR = Path("/run/netns")
 
+# tbf's bucket: a message up to this size leaves at the veth's own speed, only larger ones see the rate (the cost
+# models' ground truth fits the sizes from here up).
+BURST_BYTES = 256 << 10
+
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run one command; on failure raise RuntimeError with the command and what it printed."""
@@ -66,7 +70,7 @@ def addresses(subnet: ipaddress.IPv4Network, nodes: int) -> dict[str, str]:
 
 def shape(run_prefix: list[str], dev: str, rate: str) -> None:
     """Limit egress of `dev` to `rate` (tbf: this kernel has no netem, so latency cannot be added)."""
-    sh(*run_prefix, "tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate, "burst", "256kb",
+    sh(*run_prefix, "tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate, "burst", f"{BURST_BYTES}b",
        "latency", "1ms")
 
 
