@@ -52,17 +52,16 @@ def test_constants_match_the_headers():
     assert onednn.version().startswith("3.2")
 
 
-def _pair(config, shape):
-    """The same Conv2D on both backends, with the same random weights."""
-    rng = np.random.default_rng(1)
-    ref = Conv2D(**config)
+def _pair(make, shape, fill):
+    """The same layer (made by `make`) on both backends, built for `shape`, with the same parameters (`fill`)."""
+    ref = make()
     ref(Input(shape))
     with backend.use("onednn"):
-        fast = Conv2D(**config)
+        fast = make()
     fast(Input(shape))
-    assert type(fast).__name__ == "OnednnConv2D" and type(ref).__name__ == "DenseConv2D"
+    assert type(fast).__name__.startswith("Onednn") and fast.name.split("_")[0] == ref.name.split("_")[0]
     for k in ref.params:
-        ref.params[k][...] = rng.standard_normal(ref.params[k].shape)
+        ref.params[k][...] = fill(ref.params[k].shape)
         fast.params[k][...] = ref.params[k]
     return ref, fast
 
@@ -70,6 +69,16 @@ def _pair(config, shape):
 def _close(a, b, what):
     err = float(np.abs(a - b).max() / np.abs(a).max())
     assert err <= RTOL, f"{what}: relative error {err:.2e} > {RTOL}"
+
+
+def _same_step(ref, fast, x, rng):
+    """One training forward and backward of both: the outputs, input gradients and parameter gradients agree."""
+    y = ref.forward(x, training=True)
+    _close(y, fast.forward(x, training=True), "forward")
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    _close(ref.backward(dy), fast.backward(dy), "input gradient")
+    for k in ref.grads:
+        _close(ref.grads[k], fast.grads[k], f"{k} gradient")
 
 
 @pytest.mark.parametrize("config, shape", [
@@ -81,15 +90,10 @@ def _close(a, b, what):
     (dict(filters=32, kernel_size=11, strides=4, padding="valid"), (35, 35, 3)),
 ])
 def test_conv2d_matches_the_numpy_backend(config, shape):
-    ref, fast = _pair(config, shape)
     rng = np.random.default_rng(2)
-    x = rng.standard_normal((3, *shape)).astype(np.float32)
-    y = ref.forward(x, training=True)
-    _close(y, fast.forward(x, training=True), "forward")
-    dy = rng.standard_normal(y.shape).astype(np.float32)
-    _close(ref.backward(dy), fast.backward(dy), "input gradient")
-    for k in ref.grads:
-        _close(ref.grads[k], fast.grads[k], f"{k} gradient")
+    ref, fast = _pair(lambda: Conv2D(**config), shape, rng.standard_normal)
+    assert type(fast).__name__ == "OnednnConv2D" and type(ref).__name__ == "DenseConv2D"
+    _same_step(ref, fast, rng.standard_normal((3, *shape)).astype(np.float32), rng)
     # a second batch of another size makes (and keeps) its own primitives
     x2 = rng.standard_normal((5, *shape)).astype(np.float32)
     _close(ref.forward(x2, True), fast.forward(x2, True), "forward, second shape")
@@ -106,23 +110,10 @@ def test_conv2d_matches_the_numpy_backend(config, shape):
 ])
 def test_layers_match_the_numpy_backend(make, shape):
     """Forward (training and inference) and every gradient; BatchNormalization's running statistics too."""
-    ref = make()
-    ref(Input(shape))
-    with backend.use("onednn"):
-        fast = make()
-    fast(Input(shape))
-    assert type(fast).__name__.startswith("Onednn") and fast.name.split("_")[0] == ref.name.split("_")[0]
     rng = np.random.default_rng(4)
-    for k in ref.params:
-        ref.params[k][...] = rng.uniform(0.5, 1.5, ref.params[k].shape)
-        fast.params[k][...] = ref.params[k]
+    ref, fast = _pair(make, shape, lambda s: rng.uniform(0.5, 1.5, s))
     x = rng.standard_normal((4, *shape)).astype(np.float32) * 2 + 0.5
-    y = ref.forward(x, training=True)
-    _close(y, fast.forward(x, training=True), "forward")
-    dy = rng.standard_normal(y.shape).astype(np.float32)
-    _close(ref.backward(dy), fast.backward(dy), "input gradient")
-    for k in ref.grads:
-        _close(ref.grads[k], fast.grads[k], f"{k} gradient")
+    _same_step(ref, fast, x, rng)
     for k in ref.state:
         _close(ref.state[k], fast.state[k], k)
     _close(ref.forward(x, training=False), fast.forward(x, training=False), "inference forward")
