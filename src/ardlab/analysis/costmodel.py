@@ -461,7 +461,7 @@ def default_proxy(b: pd.DataFrame, lib: str, node_class: str = "intra", link_rat
 
 
 def prediction_fits(fits: list[Fit], network: Network | None) -> list[tuple[str, str, list[Fit]]]:
-    """(node class, measured link rate, accepted native fits) per library to predict with: on `network`, the
+    """(library, node class, measured link rate, accepted native fits) to predict with: on `network`, the
     fits across nodes at the fastest measured rate, moved to it; else the one-node fits where a library has
     them, and its fits across nodes (per link rate) where it has none."""
     out = []

@@ -50,18 +50,18 @@ class _Plan:
         self.fwd, self.bwd_d, self.bwd_w = (dn.Primitive(fwd, "convolution forward"),
                                             dn.Primitive(bwd_d, "convolution backward data"),
                                             dn.Primitive(bwd_w, "convolution backward weights"))
-        self.src, self.dst, self.diff_src, self.diff_dst = (dn.Memory(src, _stub(src)), dn.Memory(dst, _stub(dst)),
-                                                            dn.Memory(src, _stub(src)), dn.Memory(dst, _stub(dst)))
-        self.user_w = dn.Memory(user_w, _stub(user_w))  # the kernel (HWIO)
-        self.user_gw = dn.Memory(user_w, _stub(user_w))  # its gradient (HWIO)
+        self.src, self.dst, self.diff_src, self.diff_dst = (dn.Memory(src), dn.Memory(dst),
+                                                            dn.Memory(src), dn.Memory(dst))
+        self.user_w = dn.Memory(user_w)  # the kernel (HWIO)
+        self.user_gw = dn.Memory(user_w)  # its gradient (HWIO)
         self.fwd_w = self._weights(fwd, "weights", user_w)
         d_w = dn.query(bwd_d, "weights")
         self.bwd_d_w = self.fwd_w if dn.same(d_w, dn.query(fwd, "weights")) else self._weights(bwd_d, "weights", user_w)
         g_w = dn.query(bwd_w, "diff_weights")
         self.diff_w = dn.Memory(g_w)
         self.diff_w_out = None if dn.same(g_w, user_w) else dn.reorder(g_w, user_w)
-        self.bias = dn.Memory(bias, _stub(bias)) if bias else None
-        self.diff_bias = dn.Memory(bias, _stub(bias)) if bias else None
+        self.bias = dn.Memory(bias) if bias else None
+        self.diff_bias = dn.Memory(bias) if bias else None
 
     @staticmethod
     def _weights(pd, what, user_w):
@@ -70,11 +70,6 @@ class _Plan:
         if dn.same(chosen, user_w):
             return None, None
         return dn.Memory(chosen), dn.reorder(user_w, chosen)
-
-
-def _stub(desc) -> np.ndarray:
-    """A buffer to create a memory object with; every run binds the real one first."""
-    return dn.buffer(desc)
 
 
 class OnednnConv2D(Conv2D, variant="onednn"):
