@@ -17,6 +17,7 @@ import numpy as np
 
 from ardlab.nn import onednn as dn
 from ardlab.nn.layers.conv import Conv2D
+from ardlab.nn.layers.onednn_layers import Float32Only
 
 
 class _Plan:
@@ -72,7 +73,7 @@ class _Plan:
         return dn.Memory(chosen), dn.reorder(user_w, chosen)
 
 
-class OnednnConv2D(Conv2D, variant="onednn"):
+class OnednnConv2D(Float32Only, Conv2D, variant="onednn"):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.groups != 1:
@@ -88,12 +89,6 @@ class OnednnConv2D(Conv2D, variant="onednn"):
             return False
         self.fused_relu = relu.fused = True
         return True
-
-    def set_dtype(self, dtype) -> None:
-        if np.dtype(dtype) != np.float32:
-            raise ValueError(f"{self.name}: the oneDNN backend computes in float32, not {np.dtype(dtype)}; "
-                             "use the numpy backend for other precisions")
-        super().set_dtype(dtype)
 
     def _plan(self, shape) -> _Plan:
         if shape not in self.plans:

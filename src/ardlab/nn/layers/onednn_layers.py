@@ -19,7 +19,9 @@ def _f32(x) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float32)
 
 
-class _Float32Only:
+class Float32Only:
+    """The oneDNN layers' precision: float32 only, any other is an error naming the layer."""
+
     def set_dtype(self, dtype) -> None:
         if np.dtype(dtype) != np.float32:
             raise ValueError(f"{self.name}: the oneDNN backend computes in float32, not {np.dtype(dtype)}; "
@@ -28,7 +30,7 @@ class _Float32Only:
 
 
 @register_variant(ReLU, "onednn")
-class OnednnReLU(_Float32Only, ReLU):
+class OnednnReLU(Float32Only, ReLU):
     """Eltwise ReLU; backward reads the kept output (relu_use_dst_for_bwd), as the NumPy layer does."""
 
     kind = "ReLU"
@@ -69,7 +71,7 @@ class OnednnReLU(_Float32Only, ReLU):
 
 
 @register_variant(MaxPool2D, "onednn")
-class OnednnMaxPool2D(_Float32Only, MaxPool2D):
+class OnednnMaxPool2D(Float32Only, MaxPool2D):
     """Max pooling (padding excluded from the maximum); backward routes each gradient through the workspace the
     forward pass keeps."""
 
@@ -110,7 +112,7 @@ class OnednnMaxPool2D(_Float32Only, MaxPool2D):
 
 
 @register_variant(BatchNormalization, "onednn")
-class OnednnBatchNormalization(_Float32Only, BatchNormalization):
+class OnednnBatchNormalization(Float32Only, BatchNormalization):
     """Batch statistics in training (the running ones updated from them, as the NumPy layer does), the running
     statistics in inference; backward with the scale and shift gradients."""
 
