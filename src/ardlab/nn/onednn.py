@@ -1,10 +1,11 @@
 """oneDNN's C API (libdnnl.so.3 of PyPI's onednn-cpu-gomp) through ctypes: memory descriptors, primitive
 descriptors, primitives, reorders, and the plain NumPy buffers they read and write.
 
-Why ctypes and not a compiled extension: the call overhead. Measured side by side (eltwise ReLU, 1 thread,
-interleaved): a ctypes call into oneDNN plus the stream wait costs about 1.1 us on a 32-byte tensor, NumPy's
-``np.maximum(x, 0, out=y)`` about 0.75 us; the layers' primitives take 0.1-100 ms. A compiled binding would save
-well under 0.1% of a training step, and ctypes needs nothing built at install time.
+Why ctypes and not a compiled extension: the call overhead. Measured side by side (``python -m
+ardlab.bench.onednn_overhead``, eltwise ReLU, 1 thread, 5 interleaved rounds): a primitive run through this
+binding (argument array, execute, stream wait) costs about 6 us on a 32-byte tensor, NumPy's
+``np.maximum(x, 0, out=y)`` about 1.4 us; the layers' primitives take 0.1-100 ms, so the binding's overhead is
+about 0.2% of a training step (some 100 primitive runs), and ctypes needs nothing built at install time.
 
 The constants are those of oneDNN 3.2's ``dnnl_types.h`` / ``dnnl_common_types.h`` (the pinned wheel);
 tests/test_nn_onednn.py checks them against the headers of ``onednn-devel-cpu-gomp`` where it is installed.
