@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ardlab.nn import backend, models, onednn
-from ardlab.nn.layers import BatchNormalization, Conv2D, Input, MaxPool2D, ReLU
+from ardlab.nn.layers import BatchNormalization, Conv2D, Dense, Input, MaxPool2D, ReLU
 from ardlab.nn.losses import SoftmaxCrossEntropy
 from ardlab.nn.optim import SGD
 
@@ -107,6 +107,8 @@ def test_conv2d_matches_the_numpy_backend(config, shape):
     (lambda: MaxPool2D(3, 2, padding="same"), (9, 9, 4)),
     (lambda: BatchNormalization(), (5, 5, 6)),
     (lambda: BatchNormalization(momentum=0.9), (12,)),
+    (lambda: Dense(7), (12,)),
+    (lambda: Dense(3, use_bias=False), (40,)),
 ])
 def test_layers_match_the_numpy_backend(make, shape):
     """Forward (training and inference) and every gradient; BatchNormalization's running statistics too."""

@@ -24,7 +24,7 @@ import numpy as np
 LIBRARY_ENV = "ARDLAB_DNNL_LIBRARY"  # a libdnnl.so.3 to load instead of the environment's own
 
 F32 = 3  # dnnl_f32
-TAGS = {"any": 1, "a": 2, "ab": 3, "abcd": 5, "nhwc": 22, "hwio": 28, "io": 14}  # dnnl_format_tag_t
+TAGS = {"any": 1, "a": 2, "ab": 3, "abcd": 5, "ba": 14, "nhwc": 22, "hwio": 28, "io": 14}  # dnnl_format_tag_t
 FORWARD_TRAINING, FORWARD_INFERENCE, BACKWARD_DATA, BACKWARD_WEIGHTS, BACKWARD = 64, 96, 160, 192, 128
 CONVOLUTION_DIRECT = 0x1
 ELTWISE_RELU, ELTWISE_RELU_USE_DST_FOR_BWD = 0x20, 0x100
@@ -111,6 +111,7 @@ def lib():
             [C.POINTER(P), P, C.c_int, P, P, C.c_float, C.c_uint, P],
         "dnnl_batch_normalization_backward_primitive_desc_create":
             [C.POINTER(P), P, C.c_int, P, P, P, C.c_float, C.c_uint, P, P],
+        "dnnl_matmul_primitive_desc_create": [C.POINTER(P), P, P, P, P, P, P],
         "dnnl_primitive_attr_create": [C.POINTER(P)],
         "dnnl_primitive_attr_set_post_ops": [P, P],
         "dnnl_post_ops_create": [C.POINTER(P)],
