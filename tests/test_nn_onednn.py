@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ardlab.nn import backend, models, onednn
-from ardlab.nn.layers import BatchNormalization, Conv2D, Dense, Input, MaxPool2D, ReLU
+from ardlab.nn.layers import Add, BatchNormalization, Conv2D, Dense, Input, MaxPool2D, ReLU
 from ardlab.nn.losses import SoftmaxCrossEntropy
 from ardlab.nn.optim import SGD
 
@@ -40,7 +40,9 @@ def test_constants_match_the_headers():
         assert _enum(tags, f"dnnl_{'format_tag_any' if short == 'any' else short}") == value, short
     assert _enum(common, "dnnl_f32") == onednn.F32
     for name, value in {"forward_training": onednn.FORWARD_TRAINING, "backward_data": onednn.BACKWARD_DATA,
-                        "backward_weights": onednn.BACKWARD_WEIGHTS, "convolution_direct": onednn.CONVOLUTION_DIRECT}.items():
+                        "backward_weights": onednn.BACKWARD_WEIGHTS, "convolution_direct": onednn.CONVOLUTION_DIRECT,
+                        "binary_add": onednn.BINARY_ADD, "fuse_norm_relu": onednn.FUSE_NORM_RELU,
+                        "eltwise_relu": onednn.ELTWISE_RELU, "pooling_max": onednn.POOLING_MAX}.items():
         assert _enum(types, f"dnnl_{name}") == value, name
     for what, value in onednn.QUERY.items():
         assert _enum(types, f"dnnl_query_{what}_md") == value, what
@@ -165,9 +167,23 @@ def test_missing_library_named(monkeypatch, tmp_path):
     assert backend.get() == "numpy"
 
 
-def test_conv_relu_is_fused_and_matches():
-    """In a model, a oneDNN ReLU reading only a oneDNN Conv2D becomes the convolution's post-op; forward and
-    gradients stay those of the numpy backend."""
+def _conv_then(make):
+    return lambda t: make()(Conv2D(5, 3, use_bias=False)(t))  # (a bias before BatchNormalization has a zero
+    # gradient: nothing to compare)
+
+
+def _residual(t):
+    a = Conv2D(5, 3)(t)
+    return Add()(a, Conv2D(5, 1)(a))
+
+
+@pytest.mark.parametrize("producer, mode", [(_conv_then(lambda: Conv2D(6, 3)), "forward"),
+                                            (_conv_then(BatchNormalization), "both"),
+                                            (_residual, "forward")], ids=["conv2d", "batchnorm", "add"])
+def test_relu_is_fused_and_matches(producer, mode):
+    """In a model, a oneDNN ReLU reading only a oneDNN Conv2D or Add (a post-op: forward) or BatchNormalization
+    (fuse_norm_relu: forward and backward) is applied by that layer; forward (training and inference), the input
+    gradient and every parameter gradient stay those of the numpy backend."""
     from ardlab.nn.model import Model
 
     rng = np.random.default_rng(5)
@@ -175,18 +191,20 @@ def test_conv_relu_is_fused_and_matches():
     for name in ("numpy", "onednn"):
         with backend.use(name):
             inp = Input((8, 8, 3))
-            conv = Conv2D(6, 3)
-            relu = ReLU()
-            model = Model(inp, Conv2D(4, 3)(relu(conv(inp))))
-        built[name] = (model, conv, relu)
+            made, relu = producer(inp), ReLU()
+            model = Model(inp, Conv2D(4, 3)(relu(made)))
+        built[name] = (model, made.layer, relu)
     ref, fast = built["numpy"][0], built["onednn"][0]
-    assert built["onednn"][1].fused_relu and built["onednn"][2].fused and not hasattr(built["numpy"][1], "fused_relu")
+    assert built["onednn"][1].fused_relu and built["onednn"][2].fused == mode
+    assert not hasattr(built["numpy"][1], "fused_relu")
     fast.set_weights(ref.get_weights())
     x = rng.standard_normal((3, 8, 8, 3)).astype(np.float32)
-    y = ref.forward(x, training=True)
-    _close(y, fast.forward(x, training=True), "forward")
-    dy = rng.standard_normal(y.shape).astype(np.float32)
-    ref.backward(dy)
-    fast.backward(dy)
-    for (la, k), (lb, _) in zip(ref.parameters(), fast.parameters()):
-        _close(la.grads[k], lb.grads[k], f"{la.name} {k}")
+    for _ in range(2):  # a second step: the running statistics and the kept workspace of the first do not leak
+        y = ref.forward(x, training=True)
+        _close(y, fast.forward(x, training=True), "forward")
+        dy = rng.standard_normal(y.shape).astype(np.float32)
+        ref.backward(dy)
+        fast.backward(dy)
+        for (la, k), (lb, _) in zip(ref.parameters(), fast.parameters()):
+            _close(la.grads[k], lb.grads[k], f"{la.name} {k}")
+    _close(ref.forward(x, training=False), fast.forward(x, training=False), "inference forward")

@@ -29,10 +29,11 @@ FORWARD_TRAINING, FORWARD_INFERENCE, BACKWARD_DATA, BACKWARD_WEIGHTS, BACKWARD =
 CONVOLUTION_DIRECT = 0x1
 ELTWISE_RELU, ELTWISE_RELU_USE_DST_FOR_BWD = 0x20, 0x100
 POOLING_MAX = 0x1FF
-USE_GLOBAL_STATS, USE_SCALE, USE_SHIFT = 0x1, 0x2, 0x4  # dnnl_normalization_flags_t
+BINARY_ADD = 0x1FFF0
+USE_GLOBAL_STATS, USE_SCALE, USE_SHIFT, FUSE_NORM_RELU = 0x1, 0x2, 0x4, 0x8  # dnnl_normalization_flags_t
 QUERY = {"src": 129, "diff_src": 130, "weights": 131, "diff_weights": 132, "dst": 133, "diff_dst": 134,
          "workspace": 135}  # dnnl_query_*_md
-ARG = {"src": 1, "dst": 17, "weights": 33, "bias": 41, "workspace": 64, "diff_src": 129, "diff_dst": 145,
+ARG = {"src": 1, "src_1": 2, "dst": 17, "weights": 33, "bias": 41, "workspace": 64, "diff_src": 129, "diff_dst": 145,
        "diff_weights": 161, "diff_bias": 169, "from": 1, "to": 17, "mean": 49, "variance": 50, "scale": 51,
        "shift": 52, "diff_scale": 255, "diff_shift": 256}  # DNNL_ARG_*
 STATUS = {1: "out of memory", 2: "invalid arguments", 3: "unimplemented", 4: "last implementation reached",
@@ -112,6 +113,7 @@ def lib():
         "dnnl_batch_normalization_backward_primitive_desc_create":
             [C.POINTER(P), P, C.c_int, P, P, P, C.c_float, C.c_uint, P, P],
         "dnnl_matmul_primitive_desc_create": [C.POINTER(P), P, P, P, P, P, P],
+        "dnnl_binary_primitive_desc_create": [C.POINTER(P), P, C.c_int, P, P, P, P],
         "dnnl_primitive_attr_create": [C.POINTER(P)],
         "dnnl_primitive_attr_set_post_ops": [P, P],
         "dnnl_post_ops_create": [C.POINTER(P)],

@@ -85,9 +85,10 @@ class OnednnConv2D(Float32Only, Conv2D, variant="onednn"):
     def fuse_relu(self, relu) -> bool:
         """Apply `relu` (a oneDNN ReLU reading only this layer) as the forward primitive's post-op; that ReLU then
         passes its input through forward and keeps it for its backward, which is unchanged."""
-        if self.plans or getattr(relu, "fused", None) is None:
+        if self.plans or getattr(relu, "fused", None) != "":
             return False
-        self.fused_relu = relu.fused = True
+        self.fused_relu = True
+        relu.fused = "forward"
         return True
 
     def _plan(self, shape) -> _Plan:

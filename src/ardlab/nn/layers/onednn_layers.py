@@ -1,4 +1,4 @@
-"""Dense, ReLU, MaxPool2D and BatchNormalization on oneDNN's primitives (the onednn backend; ``conv_onednn`` has the
+"""Dense, ReLU, Add, MaxPool2D and BatchNormalization on oneDNN's primitives (the onednn backend; ``conv_onednn`` has the
 convolution). Each keeps the NumPy layer's protocol and parameters and replaces its forward and backward; the
 primitives are made once per input shape. Activations stay NHWC (or (N, C)), as on the numpy backend.
 """
@@ -11,6 +11,7 @@ from ardlab.nn import onednn as dn
 from ardlab.nn.layers.activations import ReLU
 from ardlab.nn.layers.base import register_variant
 from ardlab.nn.layers.dense import Dense
+from ardlab.nn.layers.misc import Add
 from ardlab.nn.layers.norm import BatchNormalization
 from ardlab.nn.layers.pool import MaxPool2D
 from ardlab.nn.layers.windows import out_and_pads
@@ -104,7 +105,10 @@ class OnednnReLU(Float32Only, ReLU):
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self.plans = {}
-        self.fused = False  # the convolution before it applies it (conv_onednn.fuse_relu): forward passes through
+        # Set by the layer before it when that layer applies this ReLU (Model, fuse_relu): "forward" (a
+        # convolution's post-op: forward passes through, backward masks with the kept output) or "both"
+        # (BatchNormalization's fuse_norm_relu: its backward masks too, so both directions pass through).
+        self.fused = ""
 
     def _plan(self, size: int):
         if size not in self.plans:
@@ -120,7 +124,7 @@ class OnednnReLU(Float32Only, ReLU):
     def forward(self, x, training=False):
         x = _f32(x)
         if self.fused:
-            self.y = x
+            self.y = x if self.fused == "forward" else None
             return x
         fwd, _, src, dst, _ = self._plan(x.size)
         self.y = np.empty_like(x)
@@ -129,11 +133,54 @@ class OnednnReLU(Float32Only, ReLU):
 
     def backward(self, dy):
         dy = _f32(dy)
+        if self.fused == "both":
+            return dy
         _, bwd, data, diff, out = self._plan(dy.size)
         dx = np.empty_like(dy)
         bwd.run(dst=data.bind(self.y.reshape(-1)), diff_dst=diff.bind(dy.reshape(-1)), diff_src=out.bind(dx.reshape(-1)))
         self.y = None
         return dx
+
+
+@register_variant(Add, "onednn")
+class OnednnAdd(Float32Only, Add):
+    """The sum of its inputs as oneDNN binary adds (the first two into the output, each further one added in
+    place). Add -> ReLU (ResNet's block ending): where a ReLU is its only reader, the model fuses it as the last
+    add's post-op (``fuse_relu``), as for a convolution: the ReLU passes forward through, backward masks."""
+
+    kind = "Add"
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.plans = {}
+        self.fused_relu = False
+
+    def fuse_relu(self, relu) -> bool:
+        if self.plans or self.n < 2 or getattr(relu, "fused", None) != "":
+            return False
+        self.fused_relu = True
+        relu.fused = "forward"
+        return True
+
+    def _plan(self, shape):
+        if shape not in self.plans:
+            d = dn.activation_md(shape) if len(shape) in (2, 4) else dn.md((int(np.prod(shape)),), "a")
+            make = [dn.primitive_desc("binary_primitive_desc_create", f"{self.name}: add", dn.BINARY_ADD, d, d, d,
+                                      dn.relu_post_op() if relu else None) for relu in (False, self.fused_relu)]
+            self.plans[shape] = ([dn.Primitive(pd, "add") for pd in make], [dn.Memory(d) for _ in range(3)])
+        return self.plans[shape]
+
+    def forward(self, xs, training=False):
+        xs = [_f32(x) for x in xs]
+        if len(xs) == 1:
+            return xs[0].copy()
+        (plain, last), (a, b, out) = self._plan(xs[0].shape)
+        y = np.empty_like(xs[0])
+        acc = xs[0]
+        for i, x in enumerate(xs[1:], start=2):
+            (last if i == len(xs) else plain).run(src=a.bind(acc), src_1=b.bind(x), dst=out.bind(y))
+            acc = y
+        return y
 
 
 @register_variant(MaxPool2D, "onednn")
@@ -180,19 +227,31 @@ class OnednnMaxPool2D(Float32Only, MaxPool2D):
 @register_variant(BatchNormalization, "onednn")
 class OnednnBatchNormalization(Float32Only, BatchNormalization):
     """Batch statistics in training (the running ones updated from them, as the NumPy layer does), the running
-    statistics in inference; backward with the scale and shift gradients."""
+    statistics in inference; backward with the scale and shift gradients. BatchNormalization -> ReLU: where a ReLU
+    is its only reader, the model fuses it (``fuse_relu``, oneDNN's fuse_norm_relu): forward applies it and keeps
+    a workspace of where it passed, backward masks the gradient with that workspace; the ReLU layer passes
+    through both ways (ResNet's Conv2D -> BatchNormalization -> ReLU: one pass over the activation less each way)."""
 
     kind = "BatchNormalization"
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self.plans = {}
+        self.fused_relu = False
+
+    def fuse_relu(self, relu) -> bool:
+        if self.plans or getattr(relu, "fused", None) != "":
+            return False
+        self.fused_relu = True
+        relu.fused = "both"
+        return True
 
     def _plan(self, shape, training: bool):
         key = (shape, training)
         if key not in self.plans:
             d = dn.activation_md(shape)
-            flags = dn.USE_SCALE | dn.USE_SHIFT | (0 if training else dn.USE_GLOBAL_STATS)
+            flags = (dn.USE_SCALE | dn.USE_SHIFT | (0 if training else dn.USE_GLOBAL_STATS)
+                     | (dn.FUSE_NORM_RELU if self.fused_relu else 0))
             prop = dn.FORWARD_TRAINING if training else dn.FORWARD_INFERENCE
             fwd = dn.primitive_desc("batch_normalization_forward_primitive_desc_create",
                                     f"{self.name}: batch normalization", prop, d, d, self.epsilon, flags, None)
@@ -204,6 +263,7 @@ class OnednnBatchNormalization(Float32Only, BatchNormalization):
                                     flags, hint, None)
             c = dn.md((shape[-1],), "a")
             self.plans[key] = {"fwd": dn.Primitive(fwd, "batch normalization"),
+                               "ws": dn.Memory(dn.query(fwd, "workspace")),  # where the fused ReLU passed
                                "bwd": dn.Primitive(bwd, "batch normalization backward"),
                                **{k: dn.Memory(d) for k in ("src", "dst", "diff_src", "diff_dst")},
                                **{k: dn.Memory(c) for k in ("mean", "variance", "scale", "shift", "diff_scale",
@@ -219,9 +279,10 @@ class OnednnBatchNormalization(Float32Only, BatchNormalization):
             mean, var = np.empty(c, np.float32), np.empty(c, np.float32)
         else:
             mean, var = _f32(self.state["running_mean"]), _f32(self.state["running_var"])
+        args = {"workspace": p["ws"]} if self.fused_relu and training else {}
         p["fwd"].run(src=p["src"].bind(x), dst=p["dst"].bind(y), mean=p["mean"].bind(mean),
                      variance=p["variance"].bind(var), scale=p["scale"].bind(self.params["gamma"]),
-                     shift=p["shift"].bind(self.params["beta"]))
+                     shift=p["shift"].bind(self.params["beta"]), **args)
         if training:
             mo, st = self.momentum, self.state
             st["running_mean"][...] = mo * st["running_mean"] + (1 - mo) * mean
@@ -232,7 +293,8 @@ class OnednnBatchNormalization(Float32Only, BatchNormalization):
     def backward(self, dy):
         p = self._plan(self.x.shape, self.batch_stats)
         dx = np.empty_like(self.x)
-        p["bwd"].run(src=p["src"].bind(self.x), mean=p["mean"].bind(self.mean), variance=p["variance"].bind(self.var),
+        args = {"workspace": p["ws"]} if self.fused_relu and self.batch_stats else {}
+        p["bwd"].run(**args, src=p["src"].bind(self.x), mean=p["mean"].bind(self.mean), variance=p["variance"].bind(self.var),
                      diff_dst=p["diff_dst"].bind(_f32(dy)), scale=p["scale"].bind(self.params["gamma"]),
                      diff_src=p["diff_src"].bind(dx), diff_scale=p["diff_scale"].bind(self.grads["gamma"]),
                      diff_shift=p["diff_shift"].bind(self.grads["beta"]))
