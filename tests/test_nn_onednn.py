@@ -155,8 +155,15 @@ def test_onednn_layers_refuse_other_precisions():
 
 
 def test_unknown_backend_named():
-    with pytest.raises(ValueError, match="unknown backend 'cuda'; valid: numpy, onednn"):
+    with pytest.raises(ValueError, match="unknown backend 'cuda'; valid: auto, numpy, onednn"):
         backend.set("cuda")
+
+
+def test_auto_is_onednn_where_it_loads(monkeypatch, tmp_path):
+    assert backend.resolve("auto") == "onednn" and backend.get() == "numpy"  # layers' own default: the reference
+    monkeypatch.setattr(onednn, "_lib", None)
+    monkeypatch.setenv(onednn.LIBRARY_ENV, str(tmp_path / "libdnnl.so.3"))
+    assert backend.resolve("auto") == "numpy"
 
 
 def test_missing_library_named(monkeypatch, tmp_path):

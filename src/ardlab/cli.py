@@ -47,6 +47,12 @@ def _info(args: argparse.Namespace) -> int:
     for alg in OWN_ALGORITHMS.values():
         extra = ", ".join(alg.constraints())
         print(f"    {alg.name:30s} {alg.description}" + (f"   [{extra}]" if extra else ""))
+    from ardlab.nn import backend, onednn
+
+    where = (f"oneDNN {onednn.version()} from {onednn.library_path()}" if onednn.available()
+             else f"not loadable here ({onednn.library_path()})")
+    print(f"ardlab.nn backends: numpy (the reference), onednn ({where}); auto (training's default) means "
+          f"{backend.resolve('auto')} in this environment")
     return 0
 
 
@@ -364,9 +370,10 @@ def _train_parser(s):
     s.set_defaults(func=_train)
     t = s.add_argument_group("training")
     t.add_argument("--model", default="simplecnn", choices=list(MODELS))
-    t.add_argument("--backend", default="numpy", choices=["numpy", "onednn"],
-                   help="compute backend of the layers: numpy (NumPy + BLAS, the reference) or onednn (oneDNN's "
-                   "primitives where the backend has them: Conv2D so far)")
+    t.add_argument("--backend", default="auto", choices=["auto", "numpy", "onednn"],
+                   help="compute backend of the layers: onednn (oneDNN's primitives: Conv2D, Dense, pooling, "
+                   "BatchNormalization, ReLU, Add; the rest NumPy), numpy (NumPy + BLAS, the reference), or auto "
+                   "(default: onednn where its library loads, numpy where not; the row records which ran)")
     t.add_argument("--dataset", default="synthetic", choices=DATASETS, help="images: class folders of JPEG/PNG; "
                    "npz: shards <split>-*.npz with x, y")
     t.add_argument("--data-path")

@@ -52,7 +52,7 @@ class TrainConfig:
     early_stop_patience: int = 0  # stop when the epoch's mean loss stalls (0: off)
     prefetch: int = 2  # batches loaded ahead in a background thread (0: none)
     layer_timing: str | None = None  # CSV of per-layer forward/backward/Allreduce seconds (rank 0)
-    backend: str = "numpy"  # compute backend of the model's layers (ardlab.nn.backend)
+    backend: str = "auto"  # compute backend of the model's layers (ardlab.nn.backend; auto: onednn where it loads)
 
 
 def run_plan(library_name: str, *, ranks: int, algorithm: str = DEFAULT, tuned: str | None = None,
@@ -68,10 +68,10 @@ def run_plan(library_name: str, *, ranks: int, algorithm: str = DEFAULT, tuned: 
     model = options.get("model", TrainConfig.model)
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; valid: {', '.join(MODELS)}")
-    from ardlab.nn.backend import BACKENDS
+    from ardlab.nn.backend import CHOICES
 
-    if options.get("backend", TrainConfig.backend) not in BACKENDS:
-        raise ValueError(f"unknown backend {options['backend']!r}; valid: {', '.join(BACKENDS)}")
+    if options.get("backend", TrainConfig.backend) not in CHOICES:
+        raise ValueError(f"unknown backend {options['backend']!r}; valid: {', '.join(CHOICES)}")
     opts = options_of(TrainConfig, options, "training")
     if opts.get("input_shape") is not None:
         opts["input_shape"] = list(opts["input_shape"])
@@ -109,6 +109,7 @@ class _Run:
     top5: float = float("nan")
     stopped_early: bool = False
     started: str = ""
+    backend: str = ""  # the one that ran (cfg.backend resolved: auto -> onednn or numpy)
 
 
 def run(cfg: TrainConfig, comm=None) -> dict:
@@ -149,7 +150,8 @@ def _setup(cfg: TrainConfig, comm) -> _Run:
     initializers.seed(cfg.seed)
     from ardlab.nn import backend
 
-    with backend.use(cfg.backend):  # OnednnUnavailable (naming the library) where oneDNN does not load
+    backend_name = backend.resolve(cfg.backend)
+    with backend.use(backend_name):  # OnednnUnavailable (naming the library) where oneDNN does not load
         model = models.get(cfg.model, train.x.shape[1:], train.classes)
     if model.output_shape != (train.classes,):
         raise ValueError(f"model {cfg.model} outputs {model.output_shape}, data has {train.classes} classes")
@@ -184,6 +186,7 @@ def _setup(cfg: TrainConfig, comm) -> _Run:
 
         r.bar = tqdm(total=r.total, initial=r.step, desc=f"{cfg.model} x{size}", unit="step", file=sys.stderr)
     r.started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    r.backend = backend_name
     return r
 
 
@@ -276,7 +279,7 @@ def _summary(r: _Run) -> dict:
         "final_loss": f"{final[0]:.6f}",
         "final_accuracy": f"{test_acc if test_acc is not None else final[1]:.4f}",
         "final_top5_accuracy": f"{test_top5 if test_top5 is not None else final[2]:.4f}",
-        "knobs": knobs_in_force(), "started_at": r.started, "backend": cfg.backend,
+        "knobs": knobs_in_force(), "started_at": r.started, "backend": r.backend,
     }
 
 
