@@ -137,3 +137,19 @@ def test_prefetch_keeps_order_and_raises_producer_errors():
     assert next(it) == 1
     with pytest.raises(OSError, match="disk gone"):
         next(it)
+
+
+def test_threads_never_exceed_a_ranks_share_of_the_cores():
+    """A local launch's threads per rank: the plan's where they fit the rank's share of the cores, that share
+    where the plan has none, an error naming the counts where they do not fit; one thread always fits."""
+    from ardlab import driver
+    from ardlab.plan import RunPlan
+
+    cores = driver.cores_here()
+    plan = lambda ranks, threads: RunPlan("train", "mpich", ranks, threads=threads)  # noqa: E731
+    assert driver.local_threads(plan(1, None)) == cores
+    assert driver.local_threads(plan(2, None)) == max(1, cores // 2)
+    assert driver.local_threads(plan(cores + 3, 1)) == 1
+    with pytest.raises(ValueError, match=rf"{cores} threads per rank x 2 ranks is more than the {cores} cores here "
+                                         rf"\(a rank's share: {max(1, cores // 2)}\)"):
+        driver.local_threads(plan(2, cores))

@@ -40,6 +40,24 @@ def forced(plan: RunPlan) -> str:
     return DEFAULT if name in OWN_ALGORITHMS or name == TUNED else name
 
 
+def cores_here() -> int:
+    """The cores this process may run on (its affinity mask: a container's or Slurm's share, not the machine's)."""
+    return len(os.sched_getaffinity(0))
+
+
+def local_threads(plan: RunPlan) -> int:
+    """Threads per rank of a local launch (oneDNN's OpenMP, BLAS, TensorFlow's pools alike): the plan's, never more
+    than a rank's share of this machine's cores (ValueError naming the counts), else that share. One thread per
+    rank is always allowed: that is how more ranks than cores are oversubscribed."""
+    share = max(1, cores_here() // plan.ranks)
+    if plan.threads is None:
+        return share
+    if plan.threads > share:
+        raise ValueError(f"{plan.threads} threads per rank x {plan.ranks} ranks is more than the {cores_here()} cores "
+                         f"here (a rank's share: {share}); ask for --threads {share} or fewer ranks")
+    return plan.threads
+
+
 def launch_env(plan: RunPlan, algorithm: str) -> dict[str, str]:
     """Settings for every rank of one launch (beyond the caller's environment)."""
     env = dict(run_env(plan.library, algorithm))
@@ -81,6 +99,7 @@ def time_shared(plan: RunPlan) -> bool:
 def _launch(plan: RunPlan, plan_file: Path, capture: bool) -> subprocess.CompletedProcess:
     if plan.launcher == "local":
         launch.require_env(plan.library)
+        plan = dataclasses.replace(plan, threads=local_threads(plan))
     plan.save(plan_file)
     argv, env = command(plan, plan_file)
     try:
