@@ -5,5 +5,7 @@
 - Benchmark scripts that print figures measured side by side in one run (``python -m ardlab.bench.<name>``):
   ``own_vs_native`` (our Allreduce algorithms against each library's best), ``nn_speed`` (ardlab.nn img/s and
   convolution GFLOP/s against NumPy's sgemm), ``vs_tensorflow`` (ardlab.nn against tf.keras, with the per-layer
-  profile), ``frameworks`` (ardlab.nn against TensorFlow + Horovod per library).
+  profile), ``frameworks`` (ardlab.nn against TensorFlow + Horovod per library), ``dp_overlap`` (the 2-rank
+  data-parallel step against the 1-rank step per backend and mode), ``onednn_overhead`` (the oneDNN binding's
+  per-call cost against NumPy).
 """
