@@ -7,5 +7,5 @@
   convolution GFLOP/s against NumPy's sgemm), ``vs_tensorflow`` (ardlab.nn against tf.keras, with the per-layer
   profile), ``frameworks`` (ardlab.nn against TensorFlow + Horovod per library), ``dp_overlap`` (the 2-rank
   data-parallel step against the 1-rank step per backend and mode), ``onednn_overhead`` (the oneDNN binding's
-  per-call cost against NumPy).
+  per-call cost against NumPy), ``onednn_dense`` (Dense on oneDNN against Dense on BLAS in an onednn model).
 """
