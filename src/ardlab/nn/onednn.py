@@ -86,6 +86,7 @@ def lib():
         "dnnl_stream_create": [C.POINTER(P), P, C.c_uint],
         "dnnl_stream_wait": [P],
         "dnnl_memory_desc_create_with_tag": [C.POINTER(P), C.c_int, Dims, C.c_int, C.c_int],
+        "dnnl_memory_desc_create_with_strides": [C.POINTER(P), C.c_int, Dims, C.c_int, Dims],
         "dnnl_memory_desc_destroy": [P],
         "dnnl_memory_desc_equal": [P, P],
         "dnnl_memory_desc_get_size": [P],
@@ -159,6 +160,15 @@ def md(shape, tag: str) -> P:
     out = P()
     check(lib().dnnl_memory_desc_create_with_tag(C.byref(out), len(shape), dims(shape), F32, TAGS[tag]),
           f"memory descriptor {tuple(shape)} {tag}")
+    return out
+
+
+def md_strided(shape, strides) -> P:
+    """A float32 memory descriptor of logical `shape` whose elements lie `strides` (in elements) apart: a NumPy
+    array's own layout, where no format tag names it."""
+    out = P()
+    check(lib().dnnl_memory_desc_create_with_strides(C.byref(out), len(shape), dims(shape), F32, dims(strides)),
+          f"memory descriptor {tuple(shape)} strides {tuple(strides)}")
     return out
 
 

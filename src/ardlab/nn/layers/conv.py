@@ -1,10 +1,10 @@
 """Conv2D (NHWC, stride, same/valid padding, groups incl. depthwise): the public layer and what its two
 implementations share (arguments, shapes, parameters).
 
-``Conv2D(...)`` makes a ``DenseConv2D`` (``conv_dense``: groups = 1, im2row + one BLAS GEMM per chunk of images),
-on the onednn backend (``ardlab.nn.backend``) an ``OnednnConv2D`` (``conv_onednn``: oneDNN's primitives) instead,
+``Conv2D(...)`` makes a ``DenseConv2D`` (``conv_dense``: groups = 1, im2row + one BLAS GEMM per chunk of images)
 or a ``GroupedConv2D`` (``conv_grouped``: window views and one batched GEMM over groups), as Keras keeps its
-depthwise convolution apart from the base convolution. All are ``Conv2D`` instances.
+depthwise convolution apart from the base convolution; on the onednn backend (``ardlab.nn.backend``) an
+``OnednnConv2D`` (``conv_onednn``: oneDNN's primitives, any groups) instead. All are ``Conv2D`` instances.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class Conv2D(Layer):
         if cls is Conv2D:
             from ardlab.nn import backend
 
-            if groups == 1 and backend.get() == "onednn":
+            if backend.get() == "onednn":
                 cls = Conv2D._variants["onednn"]
             else:
                 cls = Conv2D._variants["grouped" if groups != 1 else "dense"]

@@ -1,5 +1,5 @@
-"""Ungrouped convolution (groups = 1) on oneDNN's primitives: forward, backward-data and backward-weights with the
-bias, created once per input shape and kept.
+"""Convolution on oneDNN's primitives, ungrouped, grouped and depthwise: forward, backward-data and
+backward-weights with the bias, created once per input shape and kept.
 
 Conv2D -> ReLU: where a ReLU is the convolution's only reader, the model fuses it into the forward primitive as
 a post-op (``fuse_relu``): one pass over the output instead of two; backward is as before (the ReLU masks the
@@ -30,7 +30,13 @@ class _Plan:
         pt, pb, pl, pr = layer.pads
         eng, _ = dn.engine_and_stream()
         src, dst = dn.md((n, c, h, w), "nhwc"), dn.md((n, f, ho, wo), "nhwc")
-        user_w, any_w = dn.md((f, c, kh, kw), "hwio"), dn.md((f, c, kh, kw), "any")
+        g = layer.groups
+        if g == 1:
+            user_w, any_w = dn.md((f, c, kh, kw), "hwio"), dn.md((f, c, kh, kw), "any")
+        else:  # oneDNN's (G, O/G, I/G, KH, KW) over the (KH, KW, C/G, F) array, output channel f = g * F/G + o
+            cg, fg = c // g, f // g
+            user_w = dn.md_strided((g, fg, cg, kh, kw), (fg, 1, f, kw * cg * f, cg * f))
+            any_w = dn.md((g, fg, cg, kh, kw), "any")
         bias = dn.md((f,), "a") if layer.use_bias else None
         geo = (dn.dims((sh, sw)), dn.dims((0, 0)), dn.dims((pt, pl)), dn.dims((pb, pr)))
         lib = dn.lib()
@@ -76,8 +82,6 @@ class _Plan:
 class OnednnConv2D(Float32Only, Conv2D, variant="onednn"):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        if self.groups != 1:
-            raise ValueError(f"{self.name}: the oneDNN convolution has groups = 1, got {self.groups}")
         dn.lib()  # raises OnednnUnavailable naming the library it could not load
         self.plans: dict[tuple, _Plan] = {}
         self.fused_relu = False  # set by Model when this convolution's only reader is a ReLU (fuse_relu)
