@@ -9,3 +9,11 @@
   data-parallel step against the 1-rank step per backend and mode), ``onednn_overhead`` (the oneDNN binding's
   per-call cost against NumPy), ``onednn_dense`` (Dense on oneDNN against Dense on BLAS in an onednn model).
 """
+
+
+def save_rows(rows, output) -> None:
+    """A benchmark's rows to `output` (.csv, and the same table as .md beside it), saying where."""
+    from ardlab.results import save_table
+
+    for path in save_table(rows, output):
+        print(f"wrote {path}")

@@ -85,10 +85,9 @@ def main(argv: list[str] | None = None) -> int:
                           f"[{min(r):.2f}, {max(r):.2f}] (1 rank: {statistics.median(singles) * 1e3:.0f} ms)",
                           flush=True)
     if a.output:
-        from ardlab.results import save_table
+        from ardlab.bench import save_rows
 
-        for path in save_table(rows, a.output):
-            print(f"wrote {path}")
+        save_rows(rows, a.output)
     return 0
 
 

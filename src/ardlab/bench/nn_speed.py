@@ -113,10 +113,9 @@ def main() -> None:
         print(f"{m:10s} {b:7s} {row['img_per_s']:8.1f} img/s   conv {row['conv_over_sgemm']:.0%} of sgemm "
               f"[{row['conv_over_sgemm_min']:.0%}, {row['conv_over_sgemm_max']:.0%}] (median over {a.rounds} rounds)")
     if a.output:
-        from ardlab.results import save_table
+        from ardlab.bench import save_rows
 
-        for path in save_table(rows, a.output):
-            print(f"wrote {path}")
+        save_rows(rows, a.output)
 
 
 if __name__ == "__main__":

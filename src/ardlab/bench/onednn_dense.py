@@ -98,10 +98,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['step_ms_dense_blas']:.0f} ms: {row['blas_over_onednn']:.2f}x [{min(ratio):.2f}, "
               f"{max(ratio):.2f}]", flush=True)
     if a.output:
-        from ardlab.results import save_table
+        from ardlab.bench import save_rows
 
-        for path in save_table(rows, a.output):
-            print(f"wrote {path}")
+        save_rows(rows, a.output)
     return 0
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ardlab.nn import onednn as dn
 from ardlab.nn.layers.conv import Conv2D
-from ardlab.nn.layers.onednn_layers import Float32Only
+from ardlab.nn.layers.onednn_layers import Float32Only, FusesReLU
 
 
 class _Plan:
@@ -79,21 +79,11 @@ class _Plan:
         return dn.Memory(chosen), dn.reorder(user_w, chosen)
 
 
-class OnednnConv2D(Float32Only, Conv2D, variant="onednn"):
+class OnednnConv2D(FusesReLU, Float32Only, Conv2D, variant="onednn"):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         dn.lib()  # raises OnednnUnavailable naming the library it could not load
         self.plans: dict[tuple, _Plan] = {}
-        self.fused_relu = False  # set by Model when this convolution's only reader is a ReLU (fuse_relu)
-
-    def fuse_relu(self, relu) -> bool:
-        """Apply `relu` (a oneDNN ReLU reading only this layer) as the forward primitive's post-op; that ReLU then
-        passes its input through forward and keeps it for its backward, which is unchanged."""
-        if self.plans or getattr(relu, "fused", None) != "":
-            return False
-        self.fused_relu = True
-        relu.fused = "forward"
-        return True
 
     def _plan(self, shape) -> _Plan:
         if shape not in self.plans:

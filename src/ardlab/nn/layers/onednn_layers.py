@@ -31,6 +31,25 @@ class Float32Only:
         super().set_dtype(dtype)
 
 
+class FusesReLU:
+    """A oneDNN layer that can apply the ReLU reading only it (Model, at build): ``relu_mode`` "forward" (a post-op:
+    the ReLU passes forward through and masks backward with the output it keeps) or "both" (the layer masks its
+    own gradient too: the ReLU passes through both ways). Only before the layer's first primitive is made."""
+
+    relu_mode = "forward"
+    fused_relu = False
+
+    def can_fuse(self) -> bool:
+        return not self.plans
+
+    def fuse_relu(self, relu) -> bool:
+        if not self.can_fuse() or getattr(relu, "fused", None) != "":
+            return False
+        self.fused_relu = True
+        relu.fused = self.relu_mode
+        return True
+
+
 @register_variant(Dense, "onednn")
 class OnednnDense(Float32Only, Dense):
     """y = x W + b as oneDNN matmuls: forward (bias fused), dx = dy W^T and dW = x^T dy read the same row-major
@@ -143,7 +162,7 @@ class OnednnReLU(Float32Only, ReLU):
 
 
 @register_variant(Add, "onednn")
-class OnednnAdd(Float32Only, Add):
+class OnednnAdd(FusesReLU, Float32Only, Add):
     """The sum of its inputs as oneDNN binary adds (the first two into the output, each further one added in
     place). Add -> ReLU (ResNet's block ending): where a ReLU is its only reader, the model fuses it as the last
     add's post-op (``fuse_relu``), as for a convolution: the ReLU passes forward through, backward masks."""
@@ -153,14 +172,9 @@ class OnednnAdd(Float32Only, Add):
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self.plans = {}
-        self.fused_relu = False
 
-    def fuse_relu(self, relu) -> bool:
-        if self.plans or self.n < 2 or getattr(relu, "fused", None) != "":
-            return False
-        self.fused_relu = True
-        relu.fused = "forward"
-        return True
+    def can_fuse(self) -> bool:
+        return super().can_fuse() and self.n >= 2
 
     def _plan(self, shape):
         if shape not in self.plans:
@@ -225,7 +239,7 @@ class OnednnMaxPool2D(Float32Only, MaxPool2D):
 
 
 @register_variant(BatchNormalization, "onednn")
-class OnednnBatchNormalization(Float32Only, BatchNormalization):
+class OnednnBatchNormalization(FusesReLU, Float32Only, BatchNormalization):
     """Batch statistics in training (the running ones updated from them, as the NumPy layer does), the running
     statistics in inference; backward with the scale and shift gradients. BatchNormalization -> ReLU: where a ReLU
     is its only reader, the model fuses it (``fuse_relu``, oneDNN's fuse_norm_relu): forward applies it and keeps
@@ -234,17 +248,11 @@ class OnednnBatchNormalization(Float32Only, BatchNormalization):
 
     kind = "BatchNormalization"
 
+    relu_mode = "both"
+
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self.plans = {}
-        self.fused_relu = False
-
-    def fuse_relu(self, relu) -> bool:
-        if self.plans or getattr(relu, "fused", None) != "":
-            return False
-        self.fused_relu = True
-        relu.fused = "both"
-        return True
 
     def _plan(self, shape, training: bool):
         key = (shape, training)
