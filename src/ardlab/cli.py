@@ -370,8 +370,10 @@ def _train_parser(s):
     s.set_defaults(func=_train)
     t = s.add_argument_group("training")
     t.add_argument("--model", default="simplecnn", choices=list(MODELS))
-    t.add_argument("--backend", default="auto", choices=["auto", "numpy", "onednn"],
-                   help="compute backend of the layers: onednn (oneDNN's primitives: Conv2D, Dense, pooling, "
+    from ardlab.nn.backend import AUTO, CHOICES
+
+    t.add_argument("--backend", default=AUTO, choices=CHOICES,
+                   help="compute backend of the layers: onednn (oneDNN's primitives: Conv2D, Dense, MaxPool2D, "
                    "BatchNormalization, ReLU, Add; the rest NumPy), numpy (NumPy + BLAS, the reference), or auto "
                    "(default: onednn where its library loads, numpy where not; the row records which ran)")
     t.add_argument("--dataset", default="synthetic", choices=DATASETS, help="images: class folders of JPEG/PNG; "
