@@ -93,6 +93,13 @@ def test_bad_config_rejected_with_the_key(tmp_path, changes, message):
     assert message in str(err.value), str(err.value)
 
 
+def test_null_on_the_command_line_is_null(tmp_path):
+    """`--config reference=null` arrives as the text 'null': a nullable key takes it as null, not as a folder."""
+    _, cfg = tiny(tmp_path, reference="null", microbench__iterations="null")
+    study.validate(cfg)
+    assert cfg["reference"] is None and cfg["microbench"]["iterations"] is None
+
+
 def test_bad_config_fails_before_any_job(tmp_path):
     path, cfg = tiny(tmp_path, train__models=["resnet7"])
     proc = snakemake("--profile", "workflow/profiles/local", "--configfile", path, timeout=120)

@@ -34,6 +34,7 @@ def validate(config: dict) -> dict:
 
     from snakemake.utils import validate as sm_validate
 
+    _nulls(config, schema())
     # Snakemake's validator takes a schema file: write the one with the table's enum filled in.
     with tempfile.NamedTemporaryFile("w", suffix=".schema.yaml", prefix="ardlab-config-") as f:
         yaml.safe_dump(schema(), f)
@@ -76,6 +77,20 @@ def _check_names(spec, libs: list[str], key: str, *, own: bool) -> None:
             valid = sorted({n for lib in libs for n in library(lib).algorithms} | (set(OWN_ALGORITHMS) if own else set()))
             raise ValueError(f"config key '{key}': algorithm {name!r} is in none of {', '.join(libs)}; "
                              f"valid: {', '.join(valid)}")
+
+
+def _nulls(config: dict, s: dict) -> None:
+    """`--config reference=null` on Snakemake's command line arrives as the text 'null': where the schema allows
+    null and not that text (a string key's value 'null' is no folder or name a user means), make it null."""
+    for key, sub in s.get("properties", {}).items():
+        if key not in config:
+            continue
+        types = sub.get("type", [])
+        types = [types] if isinstance(types, str) else types
+        if config[key] == "null" and "null" in types:
+            config[key] = None
+        elif isinstance(config[key], dict) and "object" in types:
+            _nulls(config[key], sub)
 
 
 def check(config: dict) -> None:
