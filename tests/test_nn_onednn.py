@@ -46,6 +46,7 @@ def test_constants_match_the_headers():
         assert _enum(types, f"dnnl_{name}") == value, name
     for what, value in onednn.QUERY.items():
         assert _enum(types, f"dnnl_query_{what}_md") == value, what
+    assert _enum(types, "dnnl_query_impl_info_str") == onednn.QUERY_IMPL_INFO_STR
     for arg, value in onednn.ARG.items():
         m = re.search(rf"#define DNNL_ARG_{arg.upper()}\s+(\w+)", types)
         got = m.group(1)
@@ -104,6 +105,23 @@ def test_conv2d_matches_the_numpy_backend(config, shape):
     x2 = rng.standard_normal((5, *shape)).astype(np.float32)
     _close(ref.forward(x2, True), fast.forward(x2, True), "forward, second shape")
     assert len(fast.plans) == 2
+
+
+def test_conv2d_on_the_hwio_array_matches_and_grouped_refuses_it():
+    """weights_layout "hwio" (the benchmark's contrast: no reorders, other implementations) gives the same step;
+    a grouped convolution has no HWIO descriptor and says so."""
+    rng = np.random.default_rng(3)
+    ref, fast = _pair(lambda: Conv2D(16, 3), (8, 8, 8), rng.standard_normal)
+    fast.weights_layout = "hwio"
+    _same_step(ref, fast, rng.standard_normal((4, 8, 8, 8)).astype(np.float32), rng)
+    (plan,) = fast.plans.values()
+    assert set(plan.implementations) == {"forward", "backward_data", "backward_weights"}
+    with backend.use("onednn"):
+        grouped = Conv2D(8, 3, groups=2)
+    grouped.weights_layout = "hwio"
+    grouped(Input((6, 6, 4)))
+    with pytest.raises(ValueError, match="'hwio' is for ungrouped convolutions \\(this one has 2 groups\\)"):
+        grouped.forward(np.zeros((2, 6, 6, 4), np.float32), training=True)
 
 
 @pytest.mark.parametrize("make, shape", [

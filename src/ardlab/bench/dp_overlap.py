@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ardlab.bench import add_round_arguments, save_rows
+
 
 def _step_s(args: list[str], out: Path) -> float:
     proc = subprocess.run([sys.executable, "-m", "ardlab.cli", "train", *args, "--no-progress", "--output", str(out)],
@@ -43,9 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--library", default="mpich")
     p.add_argument("--batch-per-rank", type=int, default=64)
     p.add_argument("--steps", type=int, default=8, help="steps per run (the first is left out as warm-up)")
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--seed", type=int, default=0, help="seed of the rounds' orders")
-    p.add_argument("--output", metavar="CSV", help="also write the rows there (and the same table as .md)")
+    add_round_arguments(p, 3)
     a = p.parse_args(argv)
     from ardlab.nn import PARALLEL_MODES
     from ardlab.nn.backend import BACKENDS
@@ -84,10 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{model:9s} {backend:7s} {m:12s} 2-rank step / 1-rank step {statistics.median(r):.2f} "
                           f"[{min(r):.2f}, {max(r):.2f}] (1 rank: {statistics.median(singles) * 1e3:.0f} ms)",
                           flush=True)
-    if a.output:
-        from ardlab.bench import save_rows
-
-        save_rows(rows, a.output)
+    save_rows(rows, a.output)
     return 0
 
 

@@ -19,6 +19,7 @@ import statistics
 import sys
 import time
 
+from ardlab.bench import add_round_arguments, save_rows
 from ardlab.comm.launch import thread_env
 
 
@@ -70,9 +71,7 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--seed", type=int, default=0, help="seed of the rounds' orders")
-    p.add_argument("--output", metavar="CSV", help="also write the rows there (and the same table as .md)")
+    add_round_arguments(p, 3)
     a = p.parse_args()
     if "numpy" not in sys.modules:
         os.environ.update(thread_env(a.threads))
@@ -112,10 +111,7 @@ def main() -> None:
         rows.append(row)
         print(f"{m:10s} {b:7s} {row['img_per_s']:8.1f} img/s   conv {row['conv_over_sgemm']:.0%} of sgemm "
               f"[{row['conv_over_sgemm_min']:.0%}, {row['conv_over_sgemm_max']:.0%}] (median over {a.rounds} rounds)")
-    if a.output:
-        from ardlab.bench import save_rows
-
-        save_rows(rows, a.output)
+    save_rows(rows, a.output)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 
+from ardlab.bench import add_round_arguments, save_rows, spread
 from ardlab.comm.launch import thread_env
 
 
@@ -60,9 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--rounds", type=int, default=6)
-    p.add_argument("--seed", type=int, default=0, help="seed of the rounds' orders")
-    p.add_argument("--output", metavar="CSV", help="also write the rows there (and the same table as .md)")
+    add_round_arguments(p, 6)
     p.add_argument("--child", nargs=2, metavar=("MODEL", "DENSE"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.child:
@@ -91,16 +90,12 @@ def main(argv: list[str] | None = None) -> int:
         row = {"model": m, "batch": a.batch, "threads": a.threads, "rounds": a.rounds,
                "step_ms_dense_onednn": 1e3 * statistics.median(steps["onednn"]),
                "step_ms_dense_blas": 1e3 * statistics.median(steps["blas"]),
-               "blas_over_onednn": statistics.median(ratio), "blas_over_onednn_min": min(ratio),
-               "blas_over_onednn_max": max(ratio)}
+               **spread("blas_over_onednn", ratio)}
         rows.append(row)
         print(f"{m:9s} step with Dense on oneDNN {row['step_ms_dense_onednn']:.0f} ms, on BLAS "
               f"{row['step_ms_dense_blas']:.0f} ms: {row['blas_over_onednn']:.2f}x [{min(ratio):.2f}, "
               f"{max(ratio):.2f}]", flush=True)
-    if a.output:
-        from ardlab.bench import save_rows
-
-        save_rows(rows, a.output)
+    save_rows(rows, a.output)
     return 0
 
 

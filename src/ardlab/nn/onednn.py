@@ -33,6 +33,7 @@ BINARY_ADD = 0x1FFF0
 USE_GLOBAL_STATS, USE_SCALE, USE_SHIFT, FUSE_NORM_RELU = 0x1, 0x2, 0x4, 0x8  # dnnl_normalization_flags_t
 QUERY = {"src": 129, "diff_src": 130, "weights": 131, "diff_weights": 132, "dst": 133, "diff_dst": 134,
          "workspace": 135}  # dnnl_query_*_md
+QUERY_IMPL_INFO_STR = 8  # dnnl_query_impl_info_str: the implementation's name
 ARG = {"src": 1, "src_1": 2, "dst": 17, "weights": 33, "bias": 41, "workspace": 64, "diff_src": 129, "diff_dst": 145,
        "diff_weights": 161, "diff_bias": 169, "from": 1, "to": 17, "mean": 49, "variance": 50, "scale": 51,
        "shift": 52, "diff_scale": 255, "diff_shift": 256}  # DNNL_ARG_*
@@ -93,6 +94,7 @@ def lib():
         "dnnl_memory_create": [C.POINTER(P), P, P, P],
         "dnnl_memory_set_data_handle": [P, P],
         "dnnl_primitive_desc_query_md": [P, C.c_int, C.c_int],
+        "dnnl_primitive_desc_query": [P, C.c_int, C.c_int, P],
         "dnnl_primitive_create": [C.POINTER(P), P],
         "dnnl_primitive_execute": [P, P, C.c_int, P],
         "dnnl_reorder_primitive_desc_create": [C.POINTER(P), P, P, P, P, P],
@@ -175,6 +177,14 @@ def md_strided(shape, strides) -> P:
 def query(pd: P, what: str) -> P:
     """The memory descriptor a primitive descriptor chose for `what` (owned by the primitive descriptor)."""
     return P(lib().dnnl_primitive_desc_query_md(pd, QUERY[what], 0))
+
+
+def implementation(pd: P) -> str:
+    """The name of the implementation oneDNN chose for a primitive descriptor (e.g. brg:avx512_core, gemm:jit)."""
+    name = C.c_char_p()
+    check(lib().dnnl_primitive_desc_query(pd, QUERY_IMPL_INFO_STR, 0, C.cast(C.byref(name), P)),
+          "implementation name")
+    return name.value.decode()
 
 
 def same(a: P, b: P) -> bool:

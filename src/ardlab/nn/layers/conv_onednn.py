@@ -8,7 +8,9 @@ gradient with the output it kept, then the convolution's backward runs).
 Layouts: activations and their gradients stay NHWC, ardlab's own layout, which oneDNN's direct convolutions read
 and write natively (so consecutive layers never reorder them); the weights live in the HWIO array the other
 backends and the optimizers use, and are reordered each step into the blocked layout the primitive chose
-(``format_tag_any``), and the weight gradient back from it. float32 only.
+(``format_tag_any``), and the weight gradient back from it. ``weights_layout = "hwio"`` makes an ungrouped
+layer's primitives read the HWIO array itself (no reorders): slower implementations, kept for the measurement
+that says so (``python -m ardlab.bench.onednn_layouts``). float32 only.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ import numpy as np
 from ardlab.nn import onednn as dn
 from ardlab.nn.layers.conv import Conv2D
 from ardlab.nn.layers.onednn_layers import Float32Only, FusesReLU
+
+
+WEIGHTS_LAYOUTS = ("any", "hwio")  # the primitives' choice (the default) | the HWIO array as it is
 
 
 class _Plan:
@@ -31,8 +36,14 @@ class _Plan:
         eng, _ = dn.engine_and_stream()
         src, dst = dn.md((n, c, h, w), "nhwc"), dn.md((n, f, ho, wo), "nhwc")
         g = layer.groups
+        if layer.weights_layout not in WEIGHTS_LAYOUTS:
+            raise ValueError(f"{layer.name}: weights_layout {layer.weights_layout!r}; valid: "
+                             f"{', '.join(WEIGHTS_LAYOUTS)}")
         if g == 1:
-            user_w, any_w = dn.md((f, c, kh, kw), "hwio"), dn.md((f, c, kh, kw), "any")
+            user_w, any_w = dn.md((f, c, kh, kw), "hwio"), dn.md((f, c, kh, kw), layer.weights_layout)
+        elif layer.weights_layout != "any":
+            raise ValueError(f"{layer.name}: weights_layout {layer.weights_layout!r} is for ungrouped convolutions "
+                             f"(this one has {g} groups)")
         else:  # oneDNN's (G, O/G, I/G, KH, KW) over the (KH, KW, C/G, F) array, output channel f = g * F/G + o
             cg, fg = c // g, f // g
             user_w = dn.md_strided((g, fg, cg, kh, kw), (fg, 1, f, kw * cg * f, cg * f))
@@ -54,6 +65,8 @@ class _Plan:
         dn.check(lib.dnnl_convolution_backward_weights_primitive_desc_create(
             dn.C.byref(bwd_w), eng, dn.CONVOLUTION_DIRECT, src, any_w, bias, dst, *geo, fwd, None),
             f"{layer.name}: convolution backward weights")
+        self.implementations = {"forward": dn.implementation(fwd), "backward_data": dn.implementation(bwd_d),
+                                "backward_weights": dn.implementation(bwd_w)}
         self.fwd, self.bwd_d, self.bwd_w = (dn.Primitive(fwd, "convolution forward"),
                                             dn.Primitive(bwd_d, "convolution backward data"),
                                             dn.Primitive(bwd_w, "convolution backward weights"))
@@ -80,6 +93,8 @@ class _Plan:
 
 
 class OnednnConv2D(FusesReLU, Float32Only, Conv2D, variant="onednn"):
+    weights_layout = "any"  # see WEIGHTS_LAYOUTS; set before the layer first runs
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         dn.lib()  # raises OnednnUnavailable naming the library it could not load
