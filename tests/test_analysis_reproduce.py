@@ -7,13 +7,13 @@ from ardlab.results import BENCH_COLUMNS, write_csv
 from conftest import ardlab
 
 
-def synthetic_run(folder, ring_speedup_by_size, seed):
+def synthetic_run(folder, ring_speedup_by_size, seed, algorithms=("default", "ring")):
     """A run folder whose raw/ holds 6 paired rounds of MPICH's default and ring (times in us)."""
     rng = np.random.default_rng(seed)
     for r in range(6):
         drift = np.exp(rng.normal(0, 0.2))
         rows = []
-        for pos, alg in enumerate(["default", "ring"]):
+        for pos, alg in enumerate(algorithms):
             for size, speedup in ring_speedup_by_size.items():
                 t = 100 * drift * np.exp(rng.normal(0, 0.02)) / (speedup if alg == "ring" else 1)
                 rows.append({"library": "mpich", "library_version": "5.0.2", "algorithm": alg,
@@ -47,3 +47,14 @@ def test_report_of_a_run_folder(tmp_path):
     assert ring.loc[1024, "speedup_vs_default_verdict"] == "slower"
     assert (ring.rounds == 6).all() and (ring.ci_level > 0.95).all()
     assert (tmp_path / "run" / "figures" / "measured" / "speedup_heatmap_mpich_n1_r2.png").exists()
+
+
+def test_report_of_a_run_without_defaults(tmp_path):
+    """A cost-model run measures only modelled algorithms: no speedup over a default, no heatmap, the rest made."""
+    synthetic_run(tmp_path / "run", {64: 1.3, 1024: 0.7}, seed=4, algorithms=("ring", "recursive_doubling"))
+    ardlab("report", "--run", tmp_path / "run")
+    sp = pd.read_csv(tmp_path / "run" / "tables" / "microbench_speedup.csv")
+    assert sp.speedup_vs_default.isna().all() and set(sp.algorithm) == {"ring", "recursive_doubling"}
+    figures = tmp_path / "run" / "figures" / "measured"
+    assert (figures / "latency_bandwidth_mpich_n1_r2.png").exists()
+    assert not list(figures.glob("speedup_heatmap_*"))

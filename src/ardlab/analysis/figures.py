@@ -60,6 +60,8 @@ def make(speedups: pd.DataFrame, train: pd.DataFrame, b: pd.DataFrame, t: pd.Dat
         save(fig, f"latency_bandwidth_{tag}")
 
         sp = g.pivot_table(index="algorithm", columns="size_bytes", values="speedup_vs_default")
+        if sp.empty:  # the group measured no default (a cost-model run's modelled algorithms): nothing to show
+            continue
         sig = g.assign(sig=g.speedup_vs_default_verdict != "no significant difference").pivot_table(
             index="algorithm", columns="size_bytes", values="sig", aggfunc="first").reindex_like(sp)
         fig, ax = plt.subplots(figsize=(max(6, 0.5 * sp.shape[1] + 3), 0.4 * sp.shape[0] + 2))

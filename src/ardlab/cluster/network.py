@@ -68,10 +68,29 @@ def addresses(subnet: ipaddress.IPv4Network, nodes: int) -> dict[str, str]:
     return out
 
 
-def shape(run_prefix: list[str], dev: str, rate: str) -> None:
-    """Limit egress of `dev` to `rate` (tbf: this kernel has no netem, so latency cannot be added)."""
+QUEUE = "1ms"  # tbf's queue: packets that would wait longer than this behind the rate are dropped
+
+
+def shape(run_prefix: list[str], dev: str, rate: str, queue: str = QUEUE) -> None:
+    """Limit egress of `dev` to `rate`, queueing at most `queue` of it (tbf: this kernel has no netem, so latency
+    cannot be added)."""
     sh(*run_prefix, "tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate, "burst", f"{BURST_BYTES}b",
-       "latency", "1ms")
+       "latency", queue)
+
+
+def links(hosts: list[str]) -> list[tuple[list[str], str]]:
+    """(command prefix, device) of both ends of each host's link."""
+    return [end for h in hosts for end in ((["ip", "netns", "exec", namespace(h)], "eth0"), ([], host_veth(h)))]
+
+
+def drops(hosts: list[str]) -> int:
+    """Packets tbf has dropped so far on both ends of the hosts' links (its queue was full)."""
+    total = 0
+    for prefix, dev in links(hosts):
+        for q in json.loads(sh(*prefix, "tc", "-s", "-j", "qdisc", "show", "dev", dev).stdout or "[]"):
+            if q.get("kind") == "tbf":
+                total += int(q.get("drops", 0))
+    return total
 
 
 def create(subnet: ipaddress.IPv4Network, addrs: dict[str, str], rate: str | None) -> None:
