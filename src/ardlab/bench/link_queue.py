@@ -1,8 +1,9 @@
-"""Benchmark: Allreduce on the emulated cluster with tbf's queue at 1 ms (the cluster's) against deeper queues.
+"""Benchmark: Allreduce on the emulated cluster with tbf's queue at 1 ms (the cluster's) against deeper queues,
+and with library settings against none.
 
     ardlab cluster up --nodes 4 --rate 250mbit && eval "$(ardlab cluster env)"
     .envs/tools/bin/python -m ardlab.bench.link_queue [--queues 1ms,30ms] [--sizes 1M,4M] [--rounds 3]
-        [--output results/benchmarks/cluster_link_queue.csv]
+        [--settings "OMPI_MCA_btl_tcp_links=2;..."] [--output results/benchmarks/cluster_link_queue.csv]
 
 Why: on 4 nodes the Rabenseifner family takes 1.3-2x the wire time at 4 MiB where a ring takes 1.02-1.05x, at
 1 Gbit/s and at 250 Mbit/s alike (so not the shared cores), and tbf drops packets on the links meanwhile. A
@@ -11,7 +12,8 @@ or waits for a retransmission timeout; a Rabenseifner step sends half the vector
 step a quarter. This runs the same algorithms with the queue at each setting, in interleaved rounds (a shuffled
 order of the settings per round, every library and algorithm in each), and records per call the time over the
 wire time (2(p-1)/p x size at the rate), the packets tbf dropped and the segments TCP retransmitted (both summed
-over every node). The queue is set back to the cluster's own at the end.
+over every node). The queue is set back to the cluster's own at the end. ``--settings``: environment settings
+(``VAR=VALUE,VAR=VALUE``, one setting per ``;``) each measured beside none at every queue, in the same rounds.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ def _retransmits(hosts: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--queues", default="1ms,30ms", help="tbf latency settings to compare (the first: the cluster's)")
+    p.add_argument("--settings", default="", help="environment settings to compare with none: 'A=1,B=2;C=3'")
     p.add_argument("--libraries", default="mpich,openmpi")
     p.add_argument("--sizes", default="1M,4M")
     p.add_argument("--iterations", type=int, default=10)
@@ -65,6 +68,13 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"--libraries: {', '.join(unknown)} not among {', '.join(ALGORITHMS)}")
     queues, sizes = a.queues.split(","), parse_sizes(a.sizes)
+    settings = {"none": {}}
+    for text in filter(None, a.settings.split(";")):
+        pairs = [kv.split("=", 1) for kv in text.split(",")]
+        if any(len(kv) != 2 or not kv[0] for kv in pairs):
+            raise SystemExit(f"--settings: {text!r} is not VAR=VALUE[,VAR=VALUE]")
+        settings[text] = dict(pairs)
+    variants = [(q, name) for q in queues for name in settings]
     env = {**os.environ, **c.env()}
     ardlab = Path(sys.executable).with_name("ardlab")
     rng, rows = random.Random(a.seed), []
@@ -72,26 +82,28 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for r in range(a.rounds):
-                order = list(queues)
+                order = list(variants)
                 rng.shuffle(order)
-                for q in order:
+                for q, setting in order:
                     for prefix, dev in links(c.hosts):
                         shape(prefix, dev, c.rate, q)
                     for lib in libs:
                         d0, t0 = drops(c.hosts), _retransmits(c.hosts)
-                        out = Path(tmp) / f"{lib}-{q}-{r}.csv"
+                        out = Path(tmp) / f"{lib}-{q}-{len(rows)}.csv"
                         proc = subprocess.run(
                             [str(ardlab), "bench", "allreduce", "--library", lib, "--launcher", "srun", "--nodes",
                              str(c.nodes), "--ranks", str(c.nodes), "--algorithm", ALGORITHMS[lib], "--sizes",
                              a.sizes, "--iterations", str(a.iterations), "--output", str(out), "--no-progress"],
-                            env=env, capture_output=True, text=True)
+                            env={**env, **settings[setting]}, capture_output=True, text=True)
                         if proc.returncode != 0:
-                            raise RuntimeError(f"{lib} with the queue at {q} failed:\n{proc.stderr[-2000:]}")
+                            raise RuntimeError(f"{lib} with the queue at {q}, settings {setting}, failed:\n"
+                                               f"{proc.stderr[-2000:]}")
                         calls = a.iterations * len(sizes) * len(ALGORITHMS[lib].split(","))
                         dropped, retrans = drops(c.hosts) - d0, _retransmits(c.hosts) - t0
                         for row in pd.read_csv(out).itertuples():
                             wire = 2 * (c.nodes - 1) / c.nodes * row.size_bytes * 8e6 / rate_bits_per_s(c.rate)
-                            rows.append({"round": r, "queue": q, "nodes": c.nodes, "link_rate": c.rate,
+                            rows.append({"round": r, "queue": q, "settings": setting, "nodes": c.nodes,
+                                         "link_rate": c.rate,
                                          "library": lib, "algorithm": row.algorithm, "size_bytes": row.size_bytes,
                                          "avg_us": row.avg_us, "over_wire": row.avg_us / wire,
                                          "drops_per_call": dropped / calls, "retransmits_per_call": retrans / calls})
@@ -99,22 +111,24 @@ def main(argv: list[str] | None = None) -> int:
         for prefix, dev in links(c.hosts):
             shape(prefix, dev, c.rate, QUEUE)
     df = pd.DataFrame(rows)
+    label = {(q, name): q if len(settings) == 1 else f"{q} {name}" for q, name in variants}
+    df["variant"] = [label[(q, name)] for q, name in zip(df.queue, df.settings)]
     summary = []
     for (lib, alg, size), g in df.groupby(["library", "algorithm", "size_bytes"]):
         row = {"library": lib, "algorithm": alg, "size_bytes": size, "nodes": c.nodes, "link_rate": c.rate,
                "rounds": a.rounds}
-        for q in queues:
-            gq = g[g.queue == q]
-            row[f"over_wire_{q}"] = statistics.median(gq.over_wire)
-            row[f"drops_per_call_{q}"] = statistics.median(gq.drops_per_call)
-            row[f"retransmits_per_call_{q}"] = statistics.median(gq.retransmits_per_call)
+        for v in label.values():
+            gv = g[g.variant == v]
+            row[f"over_wire_{v}"] = statistics.median(gv.over_wire)
+            row[f"drops_per_call_{v}"] = statistics.median(gv.drops_per_call)
+            row[f"retransmits_per_call_{v}"] = statistics.median(gv.retransmits_per_call)
         summary.append(row)
         print(f"{lib:8s} {alg:26s} {size >> 10:5d} KiB  " + "  ".join(
-            f"queue {q}: {row[f'over_wire_{q}']:.2f}x wire [{g[g.queue == q].over_wire.min():.2f}, "
-            f"{g[g.queue == q].over_wire.max():.2f}]" for q in queues), flush=True)
-    print("per library and setting, drops / retransmitted segments per call (all algorithms and sizes): " + "; ".join(
-        f"{lib} {q}: {statistics.median(g.drops_per_call):.0f} / {statistics.median(g.retransmits_per_call):.0f}"
-        for (lib, q), g in df.groupby(["library", "queue"])))
+            f"{v}: {row[f'over_wire_{v}']:.2f}x wire [{g[g.variant == v].over_wire.min():.2f}, "
+            f"{g[g.variant == v].over_wire.max():.2f}]" for v in label.values()), flush=True)
+    print("per library and variant, drops / retransmitted segments per call (all algorithms and sizes): " + "; ".join(
+        f"{lib} {v}: {statistics.median(g.drops_per_call):.0f} / {statistics.median(g.retransmits_per_call):.0f}"
+        for (lib, v), g in df.groupby(["library", "variant"])))
     save_rows(summary, a.output)
     if a.output:
         save_rows(rows, Path(a.output).with_name(Path(a.output).stem + "_rounds.csv"))
