@@ -8,8 +8,9 @@ the fold: where p is not a power of two, recursive doubling and Rabenseifner fir
 vectors into partners and send the result back at the end (f = 2: the whole vector there and back). The fold
 is a phase of its own (its transfers are serial, half the ranks idle, the reduction between them unoverlapped):
 measured across 3 nodes at 1 Gbit/s, Intel MPI's Rabenseifner took 2.2x the wire time of its fold's and
-reduce-scatter's bytes, MPICH's and ours 1.0-1.1x, so the fold gets its own constant instead of beta's. Each algorithm in ardlab.comm's table names its model
-(``Algorithm.cost_model``), so this module holds the formulas once per family:
+reduce-scatter's bytes, MPICH's and ours 1.0-1.1x, so the fold gets its own constant instead of beta's.
+Each algorithm in ardlab.comm's table names its model (``Algorithm.cost_model``), so this module holds the
+formulas once per family:
 
 - recursive_doubling: lg p steps of the whole vector (+ the fold's 2 steps when p is not a power of two);
 - rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather (+ the fold's);
@@ -25,8 +26,8 @@ family where the byte counts showed another family than its name suggests, e.g. 
 topo_reduce_bcast moves a ring's bytes). Where an algorithm's beta and gamma coefficients are proportional at
 every measured point (every family here once the fold has its own constant: b = 2c, or b = c for recursive
 doubling) only their combination is determined: gamma is then 0 and beta holds the whole per-byte cost
-(``gamma_folded``). A fit is rejected, with the reason, when it
-has fewer than 4 sizes, or its median relative error exceeds 50%.
+(``gamma_folded``). A fit is rejected, with the reason, when it has fewer than 4 sizes, or its median relative
+error exceeds 50%.
 
 Against a known link (the emulated cluster's tc rate): the inter-node beta of a bandwidth-optimal algorithm
 should be 8/rate seconds per byte (``ground_truth``), and follow the rate between two settings
@@ -218,8 +219,8 @@ class Fit:
 
 
 FIT_COLUMNS = ["library", "algorithm", "model", "node_class", "link_rate", "regime", "from_bytes", "overhead_us",
-               "alpha_us", "beta_us_per_byte", "gamma_us_per_byte", "fold_us_per_byte", "gamma_folded", "points", "median_rel_err",
-               "max_rel_err", "status"]
+               "alpha_us", "beta_us_per_byte", "gamma_us_per_byte", "fold_us_per_byte", "gamma_folded", "points",
+               "median_rel_err", "max_rel_err", "status"]
 
 
 def read_fits(path) -> list[Fit]:

@@ -34,10 +34,11 @@ def validate(config: dict) -> dict:
 
     from snakemake.utils import validate as sm_validate
 
-    _nulls(config, schema())
+    s = schema()
+    _nulls(config, s)
     # Snakemake's validator takes a schema file: write the one with the table's enum filled in.
     with tempfile.NamedTemporaryFile("w", suffix=".schema.yaml", prefix="ardlab-config-") as f:
-        yaml.safe_dump(schema(), f)
+        yaml.safe_dump(s, f)
         f.flush()
         sm_validate(config, f.name, set_default=True)
     check(config)
