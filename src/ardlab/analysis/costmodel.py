@@ -7,8 +7,8 @@ which on one node is of the order of alpha and would otherwise be forced into it
 the fold: where p is not a power of two, recursive doubling and Rabenseifner first fold the p - 2^k extra ranks'
 vectors into partners and send the result back at the end (f = 2: the whole vector there and back). The fold
 is a phase of its own (its transfers are serial, half the ranks idle, the reduction between them unoverlapped):
-measured across 3 nodes at 1 Gbit/s, Intel MPI's Rabenseifner took 2.2x the wire time of its fold's and
-reduce-scatter's bytes, MPICH's and ours 1.0-1.1x, so the fold gets its own constant instead of beta's.
+measured across 3 nodes at 1 Gbit/s, Intel MPI's Rabenseifner took 2.1-2.2x the wire time of its fold's and
+reduce-scatter's bytes, the others (MPICH's, Open MPI's, ours) 0.83-1.35x, so the fold gets its own constant instead of beta's.
 Each algorithm in ardlab.comm's table names its model (``Algorithm.cost_model``), so this module holds the
 formulas once per family:
 
