@@ -61,7 +61,7 @@ import numpy as np
 import pandas as pd
 
 from ardlab.analysis.stats import speedup_ci
-from ardlab.cluster import rate_bits_per_s
+from ardlab.cluster import allreduce_wire_us, rate_bits_per_s, wire_beta_us
 from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, TUNED, library
 
 SEGMENT = 65536  # bytes: Open MPI's segmented ring as forced by the table
@@ -126,11 +126,6 @@ def model_of(library_name: str, algorithm: str, node_class: str = "intra") -> st
     if node_class == "inter" and alg.traffic_family in MODELS:
         return alg.traffic_family
     return alg.cost_model
-
-
-def wire_beta_us(rate: str) -> float:
-    """The link's time per byte (us) at tc rate `rate` (8 bits a byte)."""
-    return 8e6 / rate_bits_per_s(rate)
 
 
 def parse_latency(text: str) -> float:
@@ -428,8 +423,8 @@ def validate(b: pd.DataFrame, holdout: str = "sizes", *, held_sizes: int = HELD_
             key = (lib, pick, rate, nodes, ranks, size)
             ratio, lo, hi = (1.0, 1.0, 1.0) if pick == best else speedup_ci(
                 rounds[key], rounds[(lib, best, rate, nodes, ranks, size)])
-            wire = (2 * (ranks - 1) / ranks * size * wire_beta_us(rate)
-                    if cls == "inter" and rate not in ("", "none") else math.nan)
+            wire = (allreduce_wire_us(ranks, size, rate) if cls == "inter" and rate not in ("", "none")
+                    else math.nan)
             rows.append({"holdout": holdout, "library": lib, "link_rate": rate, "nodes": nodes, "ranks": ranks,
                          "size_bytes": size, "predicted_best": pick, "measured_best": best,
                          "measured_best_us": measured[best], "predicted_pick_measured_us": measured[pick],

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ardlab.analysis.comparisons import _rounds, _summary, main_phase
+from ardlab.cluster import allreduce_wire_us
 from ardlab.comm.libraries import algorithm as table_entry
 from ardlab.comm.traffic import model
 
@@ -40,7 +41,7 @@ def bound(b: pd.DataFrame) -> pd.DataFrame:
         if size < BOUND_FROM_BYTES:
             continue
         piv = _rounds(g, "avg_us")
-        bound_us = 2 * (nodes - 1) / nodes * size * 8 / rate_bits_per_s(rate) * 1e6
+        bound_us = allreduce_wire_us(nodes, size, rate)
         for lib, cols in pd.Series(piv.columns).groupby(pd.Series(piv.columns).str.split("/").str[0]):
             med = piv[list(cols)].median()
             best = med.idxmin()

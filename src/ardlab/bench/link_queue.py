@@ -57,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
 
     from ardlab.bench.sizes import parse_sizes
-    from ardlab.cluster import Cluster, default_state, rate_bits_per_s
-    from ardlab.cluster.network import QUEUE, drops, links, shape
+    from ardlab.cluster import Cluster, allreduce_wire_us, default_state
+    from ardlab.cluster.network import QUEUE, drops, shape_links
 
     c = Cluster.load(default_state())
     if c is None or not c.rate:
@@ -85,8 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                 order = list(variants)
                 rng.shuffle(order)
                 for q, setting in order:
-                    for prefix, dev in links(c.hosts):
-                        shape(prefix, dev, c.rate, q)
+                    shape_links(c.hosts, c.rate, q)
                     for lib in libs:
                         d0, t0 = drops(c.hosts), _retransmits(c.hosts)
                         out = Path(tmp) / f"{lib}-{q}-{len(rows)}.csv"
@@ -101,15 +100,14 @@ def main(argv: list[str] | None = None) -> int:
                         calls = a.iterations * len(sizes) * len(ALGORITHMS[lib].split(","))
                         dropped, retrans = drops(c.hosts) - d0, _retransmits(c.hosts) - t0
                         for row in pd.read_csv(out).itertuples():
-                            wire = 2 * (c.nodes - 1) / c.nodes * row.size_bytes * 8e6 / rate_bits_per_s(c.rate)
+                            wire = allreduce_wire_us(c.nodes, row.size_bytes, c.rate)
                             rows.append({"round": r, "queue": q, "settings": setting, "nodes": c.nodes,
                                          "link_rate": c.rate,
                                          "library": lib, "algorithm": row.algorithm, "size_bytes": row.size_bytes,
                                          "avg_us": row.avg_us, "over_wire": row.avg_us / wire,
                                          "drops_per_call": dropped / calls, "retransmits_per_call": retrans / calls})
     finally:
-        for prefix, dev in links(c.hosts):
-            shape(prefix, dev, c.rate, QUEUE)
+        shape_links(c.hosts, c.rate, QUEUE)
     df = pd.DataFrame(rows)
     label = {(q, name): q if len(settings) == 1 else f"{q} {name}" for q, name in variants}
     df["variant"] = [label[(q, name)] for q, name in zip(df.queue, df.settings)]

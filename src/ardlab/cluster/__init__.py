@@ -89,6 +89,17 @@ def rate_bits_per_s(rate: str) -> float:
     return value
 
 
+def wire_beta_us(rate: str) -> float:
+    """The link's time per byte (us) at tc rate `rate` (8 bits a byte)."""
+    return 8e6 / rate_bits_per_s(rate)
+
+
+def allreduce_wire_us(p: int, size_bytes: float, rate: str) -> float:
+    """The bandwidth bound of an Allreduce of `size_bytes` among `p` parties at tc rate `rate` (us): the
+    2(p-1)/p x size that a bandwidth-optimal algorithm sends out of each party, at the link's speed."""
+    return 2 * (p - 1) / p * size_bytes * wire_beta_us(rate)
+
+
 def link_rate(environ=None) -> str:
     """The link rate of the emulated cluster this process runs on, for result rows: its rate, "none" when its links
     are unlimited, "" when the process runs on no emulated cluster (its Slurm configuration, $SLURM_CONF or

@@ -83,6 +83,12 @@ def links(hosts: list[str]) -> list[tuple[list[str], str]]:
     return [end for h in hosts for end in ((["ip", "netns", "exec", namespace(h)], "eth0"), ([], host_veth(h)))]
 
 
+def shape_links(hosts: list[str], rate: str, queue: str = QUEUE) -> None:
+    """Both ends of every host's link limited to `rate`, queueing at most `queue`."""
+    for prefix, dev in links(hosts):
+        shape(prefix, dev, rate, queue)
+
+
 def drops(hosts: list[str]) -> int:
     """Packets tbf has dropped so far on both ends of the hosts' links (its queue was full)."""
     total = 0
@@ -111,8 +117,7 @@ def create(subnet: ipaddress.IPv4Network, addrs: dict[str, str], rate: str | Non
         sh(*inside, "ip", "link", "set", "lo", "up")
         sh(*inside, "ip", "link", "set", "eth0", "up")
         if rate and host != "ctl":
-            shape(inside, "eth0", rate)
-            shape([], veth, rate)
+            shape_links([host], rate)
 
 
 def ours() -> tuple[list[str], list[str]]:
