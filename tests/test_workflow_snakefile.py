@@ -84,6 +84,11 @@ def snakemake(*args, timeout=1800, env=None):
     ({"microbench__enabled": False, "train__enabled": False, "horovod__enabled": False, "tuned__enabled": False},
      "selects no job"),
     ({"rounds": 0}, "rounds"),
+    ({"library_env": {"intelmpi": {"I_MPI_DEBUG": 5}}},
+     "config key 'library_env': 'intelmpi' is not among the run's libraries"),
+    ({"library_env": {"openmpi": {"OMPI_MCA_coll_tuned_use_dynamic_rules": 0}}},
+     "config key 'library_env.openmpi': OMPI_MCA_coll_tuned_use_dynamic_rules is how ardlab forces"),
+    ({"library_env": {"openmpi": {"not-a-name": 1}}}, "not-a-name"),
     ({"reference": "/nonexistent/run"}, "config key 'reference'"),
 ])
 def test_bad_config_rejected_with_the_key(tmp_path, changes, message):
@@ -140,6 +145,30 @@ def test_ranks_per_node_and_budget_shape_the_jobs(tmp_path):
     assert sorted({(j.nodes, j.ranks) for j in jobs["microbench"]}) == [(2, 2), (3, 3), (4, 4)]
     (variant, *_) = commands.comparison(jobs["microbench"][0], cfg, "x.csv").variants
     assert variant.options["budget_mib"] == 8 and variant.options["max_iterations"] == 50
+
+
+def test_library_env_reaches_that_librarys_ranks_only(tmp_path):
+    """A library's own settings (a transport's tuning) go into every launch of that library, as strings, beside the
+    algorithm's forcing settings, and into no other library's; the job's JSON carries them to the driver."""
+    from ardlab import driver
+    from ardlab.plan import Comparison
+
+    _, cfg = tiny(tmp_path, library_env={"openmpi": {"OMPI_MCA_btl_tcp_eager_limit": 8388608}})
+    jobs = study.jobs(study.validate(cfg))
+    job = [j for j in jobs["microbench"] if j.round == 0][0]
+    sent = Comparison.from_json(commands.comparison(job, cfg, "x.csv").to_json())
+    for v in sent.variants:
+        alg = v.options["algorithms"][0] if v.options.get("algorithms") else "default"
+        env = driver.launch_env(v, alg)
+        if v.library == "openmpi":
+            assert env["OMPI_MCA_btl_tcp_eager_limit"] == "8388608"
+        else:
+            assert "OMPI_MCA_btl_tcp_eager_limit" not in env
+        if v.library == "openmpi" and alg == "ring":
+            assert env["OMPI_MCA_coll_tuned_allreduce_algorithm"] == "4"
+    train = [j for j in jobs["train"] if j.round == 0][0]
+    (plan, *_) = [v for v in commands.comparison(train, cfg, "x.csv").variants if v.library == "openmpi"]
+    assert plan.env == {"OMPI_MCA_btl_tcp_eager_limit": "8388608"}
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "workflow" / "config").glob("*.yaml")))

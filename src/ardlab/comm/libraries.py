@@ -134,6 +134,14 @@ class Library:
             return {}
         return {**self.force_env, **alg.env}
 
+    def selection_vars(self) -> set[str]:
+        """The variables this table sets to force an algorithm or read a tuned file (a run's own settings may
+        not touch them: its rows would name an algorithm that did not run)."""
+        names = set(self.force_env) | set(self.tuning_env)
+        for alg in self.algorithms.values():
+            names |= set(alg.env)
+        return names
+
     def launcher(self, prefix: Path | str, ranks: int) -> list[str]:
         """The command prefix that starts `ranks` processes on this machine."""
         if ranks < 1:

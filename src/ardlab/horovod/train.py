@@ -75,6 +75,10 @@ def run_plan(library_name: str, *, ranks: int, algorithm: str = DEFAULT, tuned: 
         raise ValueError(f"unknown model {model!r}; valid: {', '.join(model_names())}")
     opts = options_of(TFConfig, options, "train-tf")
     env = {**horovod_env(**(knobs or {})), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    given = run.pop("env", None) or {}
+    if set(given) & set(env):
+        raise ValueError(f"setting {sorted(set(given) & set(env))[0]} is Horovod's knob here; pass it as a knob")
+    env = {**given, **env}
     return RunPlan("train-tf", library_name, ranks, algorithm=name, tuned=tuned, options=opts, env=env, **run)
 
 

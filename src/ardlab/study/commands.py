@@ -43,7 +43,7 @@ def _variant(job: Job, config: dict, lib: str, algorithm: str) -> RunPlan:
     """One variant of a job's group: `lib` running `algorithm` (TUNED: the library's tuned file)."""
     sec = config[_section(job)]
     launch = {"threads": threads(job, config), "progress": False, "launcher": config["launcher"],
-              "timeout_s": sec["timeout_s"]}
+              "timeout_s": sec["timeout_s"], "env": dict(config["library_env"].get(lib, {}))}
     if config["launcher"] == "srun":
         launch.update(srun_mpi=config["srun_mpi"].get(lib), image=config["images"].get(lib))
     tuned_path = tuned_file(config, lib) if algorithm == TUNED else None

@@ -143,6 +143,7 @@ def check(config: dict) -> None:
             if config[section]["enabled"] and max(config[section]["nodes"]) > 1:
                 raise ValueError(f"config key '{section}.nodes': launcher local runs on one node; use launcher srun")
     _check_link_rate(config)
+    _check_library_env(config)
     if config["tuned"]["enabled"] and not config["microbench"]["enabled"]:
         raise ValueError("config key 'tuned.enabled': tuned files are made from the microbenchmark; enable it")
     if config["tuned"]["enabled"] and config["tuned"]["ranks"] is not None \
@@ -158,6 +159,21 @@ def check(config: dict) -> None:
                              "(raw/microbench/*/round*.csv); run that study first")
     if not any(jobs(config).values()):
         raise ValueError("the configuration selects no job at all (every section disabled or empty)")
+
+
+def _check_library_env(config: dict) -> None:
+    """Each library's own settings name a library of the run and leave the table's selection variables alone;
+    values become strings (the environment's)."""
+    for lib, settings in config["library_env"].items():
+        if lib not in config["libraries"]:
+            raise ValueError(f"config key 'library_env': {lib!r} is not among the run's libraries "
+                             f"({', '.join(config['libraries'])})")
+        taken = sorted(set(settings) & library(lib).selection_vars())
+        if taken:
+            raise ValueError(f"config key 'library_env.{lib}': {taken[0]} is how ardlab forces an algorithm or reads "
+                             "a tuned file; name the algorithm in microbench/train/horovod.algorithms instead")
+        config["library_env"][lib] = {k: str(v).lower() if isinstance(v, bool) else str(v)
+                                      for k, v in settings.items()}
 
 
 def _check_link_rate(config: dict) -> None:
