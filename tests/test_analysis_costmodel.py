@@ -137,11 +137,25 @@ def test_validation_counts_a_wrong_pick():
 
 
 def test_oversubscribed_points_are_scored_apart():
-    val = validate(bench_frame(slow_large=None), "ranks", cores_per_node=2)
+    val = validate(bench_frame(slow_large=None, ranks=(2, 3, 4)), "ranks", cores_per_node=2)
     assert (val.ranks == 4).all() and val.oversubscribed.all()
     s = score(val).set_index(["holdout", "library"])
     assert s.loc[("ranks", "all"), "points"] == 0 and math.isnan(s.loc[("ranks", "all"), "score"])
     assert s.loc[("ranks", "all"), "oversubscribed_points"] == len(SIZES)
+
+
+def test_one_count_cannot_predict_another():
+    """Fits from one rank (node) count cannot tell o from alpha nor beta from gamma: no hold-out from it."""
+    with pytest.raises(ValueError, match=r"needs >= 3 rank counts .* got \[2, 4\]"):
+        validate(bench_frame(slow_large=None), "ranks")
+    b = cluster_frame()
+    with pytest.raises(ValueError, match=r"needs >= 3 node counts .* got \[2, 3\]"):
+        validate(b[b.nodes < 4], "nodes")
+    # a second link rate with too few node counts leaves the first one's hold-out standing
+    slow = cluster_frame(rate="250mbit", nodes=(2,))
+    val = validate(pd.concat([b, slow], ignore_index=True), "nodes")
+    assert set(val.link_rate) == {"1gbit"} and len(val) == len(validate(b, "nodes"))
+    assert "at link rate 250mbit" in val.attrs["skipped"][0]
 
 
 def test_too_few_sizes_to_hold_out():
@@ -259,3 +273,21 @@ def test_latency_notation(text, us):
 def test_bad_latency_is_named(text):
     with pytest.raises(ValueError, match=f"latency {text!r} is not a time"):
         costmodel.parse_latency(text)
+
+
+def test_no_hold_out_leaves_no_earlier_points(tmp_path):
+    """A run with a node-count hold-out writes its points; the same folder made again from rows with too few node
+    counts (2 and 3) has an empty score and no points table left from before."""
+    from ardlab.analysis import costmodel_report
+    from conftest import ROOT
+
+    runs = ROOT / "results" / "runs"
+    tables = tmp_path / "tables"
+    three = sorted((runs / "costmodel-250mbit-nodes" / "raw" / "microbench").glob("n*-r*/round0.csv"))
+    costmodel_report.run(three, tmp_path, tmp_path / "figures", [16], [1 << 20], cores_per_node=2)
+    assert (tables / "costmodel_validation_points.csv").is_file()
+    two = [f for f in three if not f.parent.name.startswith("n4")]
+    costmodel_report.run(two, tmp_path, tmp_path / "figures", [16], [1 << 20], cores_per_node=2)
+    assert pd.read_csv(tables / "costmodel_validation.csv").empty
+    assert not (tables / "costmodel_validation_points.csv").exists()
+    assert not (tables / "costmodel_validation_points.md").exists()

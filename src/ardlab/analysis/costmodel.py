@@ -368,13 +368,14 @@ def _split(m: pd.DataFrame, holdout: str, fair: pd.Series, held_sizes: int):
                               f"measured sizes, got {len(sizes)}")
         cut = sizes[-held_sizes]
         return m[(m.size_bytes < cut) & fair], m[m.size_bytes >= cut]
-    if holdout == "ranks":
-        return m[(m.ranks == m.ranks.min()) & fair], m[m.ranks > m.ranks.min()]
-    if holdout == "nodes":
-        if m.nodes.nunique() < 2:
-            raise TooFewSizes(f"holding out the largest node count needs >= 2 node counts, got "
-                              f"{sorted(m.nodes.unique().tolist())}")
-        return m[(m.nodes < m.nodes.max()) & fair], m[m.nodes == m.nodes.max()]
+    if holdout in ("ranks", "nodes"):
+        # At one count every model's step and byte coefficients are constants times the size: one count cannot
+        # tell o from alpha, nor beta from gamma and phi, so it cannot predict another count.
+        counts = sorted(m[holdout].unique().tolist())
+        if len(counts) < 3:
+            raise TooFewSizes(f"holding out the largest {holdout[:-1]} count needs >= 3 {holdout[:-1]} counts (the "
+                              f"fits need two to tell the per-step from the per-byte costs), got {counts}")
+        return m[(m[holdout] < counts[-1]) & fair], m[m[holdout] == counts[-1]]
     raise ValueError(f"unknown hold-out {holdout!r}; valid: {', '.join(HOLDOUTS)}")
 
 
@@ -383,9 +384,11 @@ def validate(b: pd.DataFrame, holdout: str = "sizes", *, held_sizes: int = HELD_
     """Fit on part of the measurements, predict the held-out rest.
 
     holdout "sizes": fit all but the `held_sizes` largest measured sizes (one node, every rank count), predict
-    those; "ranks": fit the smallest rank count on one node, predict the larger ones (every size); "nodes": fit
-    the runs on fewer nodes than the most (1 rank per node or more), predict the most (every size), per link rate.
-    Per held-out (library, link rate, nodes, ranks, size): is the predicted best algorithm's measured time within
+    those; "ranks": fit the rank counts below the largest on one node, predict the largest (every size); "nodes":
+    fit the runs on fewer nodes than the most (1 rank per node or more), predict the most (every size), per link
+    rate. Both need at least two counts to fit.
+    A (library, link rate) with too few sizes or counts is left out (named in ``attrs["skipped"]``); TooFewSizes
+    when every one is. Per held-out (library, link rate, nodes, ranks, size): is the predicted best algorithm's measured time within
     10% of the measured best (among the algorithms with an accepted fit)? `pick_over_best` is the paired ratio of
     medians over rounds with its bootstrap interval; the point is `decided` where that interval lies wholly on one
     side of 1.10 (or the pick is the best). Points with more ranks than `cores_per_node` are marked
@@ -401,10 +404,14 @@ def validate(b: pd.DataFrame, holdout: str = "sizes", *, held_sizes: int = HELD_
         raise TooFewSizes(f"no {'multi-node' if cls == 'inter' else 'one-node'} measurements for the {holdout} "
                           "hold-out")
     rounds = _rounds(b[~b.algorithm.isin([DEFAULT, TUNED])])
-    rows = []
+    rows, skipped = [], []
     for (lib, rate), mg in m.groupby(["library", "link_rate"]):
         fair = _fair(mg, cores_per_node)
-        train, held = _split(mg, holdout, fair, held_sizes)
+        try:
+            train, held = _split(mg, holdout, fair, held_sizes)
+        except TooFewSizes as e:  # another library or link rate may still have enough
+            skipped.append(f"{lib} at link rate {rate or 'unknown'}: {e}")
+            continue
         fits = {}
         for alg, tg in train.groupby("algorithm"):
             model = model_of(lib, alg, cls)
@@ -434,7 +441,11 @@ def validate(b: pd.DataFrame, holdout: str = "sizes", *, held_sizes: int = HELD_
                          "predicted_us": predicted[pick], "wire_us": wire,
                          "link_bound": bool(wire >= LINK_BOUND * measured[best]) if cls == "inter" else False,
                          "oversubscribed": not fair[h.index].all()})
-    return pd.DataFrame(rows)
+    if not rows and skipped:
+        raise TooFewSizes("; ".join(skipped))
+    val = pd.DataFrame(rows)
+    val.attrs["skipped"] = skipped  # the groups left out, for the caller to say so
+    return val
 
 
 SCORE_COLUMNS = ["holdout", "library", "link_rate", "score", "points", "decided_score", "decided_points",

@@ -40,12 +40,17 @@ def run(bench_files, results, figures, ranks: list[int], sizes: list[int], cores
     for h in HOLDOUTS if b is not None else ():
         try:
             vals.append(validate(b, h, cores_per_node=cores_per_node))
+            for why in vals[-1].attrs["skipped"]:
+                print(f"note: {h} hold-out without {why}")
         except TooFewSizes as e:  # the fits and predictions stand; this hold-out is reported as not possible
             print(f"note: no {h} hold-out validation: {e}")
     val = pd.concat(vals, ignore_index=True) if vals else pd.DataFrame()
     save_frame(score(val), tables / f"costmodel_{TABLES[1]}")
     if len(val):
         save_frame(val, tables / "costmodel_validation_points")
+    else:  # no hold-out: an earlier run's points must not stand beside this run's empty score
+        for ext in ("csv", "md"):
+            (tables / f"costmodel_validation_points.{ext}").unlink(missing_ok=True)
     pred = predict(fits, b, ranks, sizes, network)
     save_frame(pred, tables / f"costmodel_{TABLES[2]}")
     gt = ground_truth(fit_all(ground_truth_rows(b), cores_per_node, GROUND_TRUTH_MIN_SIZES) if b is not None
