@@ -129,3 +129,15 @@ def test_environment_without_horovod():
     proc = ardlab("train-tf", "--in-mpi", "--model", "simplecnn", check=False)
     assert proc.returncode == 2 and "has no TensorFlow/Horovod" in proc.stderr, proc.stderr
     assert sys.prefix in proc.stderr
+
+
+def test_run_settings_join_horovods_knobs():
+    """A run's own settings (a config's library_env) reach the plan beside Horovod's knobs; one that is a Horovod
+    knob is refused (which of the two would win is not the caller's to guess)."""
+    from ardlab.horovod.train import run_plan
+
+    plan = run_plan("openmpi", ranks=2, options={"model": "simplecnn"}, knobs={"fusion_threshold_mb": 64.0},
+                    env={"OMPI_MCA_btl_tcp_eager_limit": "8388608"})
+    assert plan.env["OMPI_MCA_btl_tcp_eager_limit"] == "8388608" and plan.env["HOROVOD_AUTOTUNE"] == "0"
+    with pytest.raises(ValueError, match="HOROVOD_AUTOTUNE is Horovod's knob"):
+        run_plan("openmpi", ranks=2, options={"model": "simplecnn"}, env={"HOROVOD_AUTOTUNE": "1"})
