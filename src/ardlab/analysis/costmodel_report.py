@@ -80,20 +80,21 @@ def _ground_truth_figure(gt: pd.DataFrame, out: Path) -> list:
     import matplotlib.pyplot as plt
 
     out.mkdir(parents=True, exist_ok=True)
-    labels = [f"{lib}\n{alg}" for lib, alg in dict.fromkeys(zip(gt.library, gt.algorithm))]
+    labels = [f"{lib} {alg}" for lib, alg in dict.fromkeys(zip(gt.library, gt.algorithm))]
     rates = list(dict.fromkeys(gt.link_rate))
     fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(labels)), 4))
     width = 0.8 / len(rates)
     for i, rate in enumerate(rates):
         g = gt[gt.link_rate == rate]
-        x = [labels.index(f"{lib}\n{alg}") + i * width for lib, alg in zip(g.library, g.algorithm)]
+        x = [labels.index(f"{lib} {alg}") + i * width for lib, alg in zip(g.library, g.algorithm)]
         ax.bar(x, g.fitted_over_wire, width, label=f"{rate}", color=f"C{i}")
     ax.axhspan(0.85, 1.15, color="0.9", zorder=0, label="within 15%")
     ax.axhline(1.0, color="k", lw=1)
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(labels))], labels, fontsize=7)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(labels))], labels, fontsize=7, rotation=40, ha="right",
+                  rotation_mode="anchor")
     ax.set_ylabel("fitted beta / (8 / link rate)")
     ax.set_title("Inter-node beta of the bandwidth-optimal algorithms against the link's rate")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     made = []
     for ext in ("png", "pdf"):
         fig.savefig(out / f"ground_truth_beta.{ext}", dpi=120, bbox_inches="tight")
