@@ -386,9 +386,9 @@ def validate(b: pd.DataFrame, holdout: str = "sizes", *, held_sizes: int = HELD_
     holdout "sizes": fit all but the `held_sizes` largest measured sizes (one node, every rank count), predict
     those; "ranks": fit the rank counts below the largest on one node, predict the largest (every size); "nodes":
     fit the runs on fewer nodes than the most (1 rank per node or more), predict the most (every size), per link
-    rate. Both need at least two counts to fit.
-    A (library, link rate) with too few sizes or counts is left out (named in ``attrs["skipped"]``); TooFewSizes
-    when every one is. Per held-out (library, link rate, nodes, ranks, size): is the predicted best algorithm's measured time within
+    rate. Both need at least two counts to fit. A (library, link rate) with too few sizes or counts is left out
+    (named in ``attrs["skipped"]``); TooFewSizes when every one is.
+    Per held-out (library, link rate, nodes, ranks, size): is the predicted best algorithm's measured time within
     10% of the measured best (among the algorithms with an accepted fit)? `pick_over_best` is the paired ratio of
     medians over rounds with its bootstrap interval; the point is `decided` where that interval lies wholly on one
     side of 1.10 (or the pick is the best). Points with more ranks than `cores_per_node` are marked

@@ -76,8 +76,9 @@ def run_plan(library_name: str, *, ranks: int, algorithm: str = DEFAULT, tuned: 
     opts = options_of(TFConfig, options, "train-tf")
     env = {**horovod_env(**(knobs or {})), "TF_CPP_MIN_LOG_LEVEL": "2"}
     given = run.pop("env", None) or {}
-    if set(given) & set(env):
-        raise ValueError(f"setting {sorted(set(given) & set(env))[0]} is Horovod's knob here; pass it as a knob")
+    clash = sorted(set(given) & set(env))
+    if clash:
+        raise ValueError(f"setting {clash[0]} is Horovod's knob here; pass it as a knob")
     env = {**given, **env}
     return RunPlan("train-tf", library_name, ranks, algorithm=name, tuned=tuned, options=opts, env=env, **run)
 
