@@ -23,6 +23,11 @@ from ardlab.plan import LAUNCHERS
 def _info(args: argparse.Namespace) -> int:
     from ardlab.comm.launch import env_prefix
 
+    from ardlab.comm.startup import cpu
+
+    c = cpu()
+    print(f"CPU: {c['model']} (vendor {c.get('vendor', '?')}, family {c.get('family', '?')}, "
+          f"model {c.get('model_number', '?')})")
     for lib in LIBRARIES.values():
         prefix = env_prefix(lib.name)
         installed = (prefix / "bin" / "mpiexec").exists()
@@ -38,6 +43,13 @@ def _info(args: argparse.Namespace) -> int:
                   f"{' '.join(f'{k}={v}' for k, v in lib.time_shared_env.items())}")
         if lib.srun_proof:
             print(f"  proven under srun: {lib.srun_proof}")
+        if lib.tuning_file_var:
+            from ardlab.comm.startup import tuning_file_here
+
+            here = tuning_file_here(lib.name) if installed else "(environment missing)"
+            print(f"  tuning file (per CPU and fabric, chosen at MPI_Init): {here} for one node here; across nodes "
+                  f"the fabric part differs. Name one with {lib.tuning_file_var}=<file> (its own: "
+                  f"{prefix / lib.tuning_file_dir}/tuning_*.dat); every row records the file in mpi_tuning_file")
         for alg in lib.algorithms.values():
             env = " ".join(f"{k}={v}" for k, v in alg.env.items()) or "(nothing forced)"
             wire = f"traffic: {alg.traffic}" if alg.traffic else ""
@@ -75,9 +87,10 @@ def _launch_settings(args: argparse.Namespace) -> dict:
 
 def _mpi_world() -> tuple[str, int, int]:
     """(library name, ranks, nodes) of the MPI job this process is part of (--in-mpi)."""
-    from mpi4py import MPI
+    from ardlab.comm import detect, startup
 
-    from ardlab.comm import detect
+    startup.init()
+    from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
     return (detect(MPI.Get_library_version())[0].name, comm.Get_size(),
@@ -112,7 +125,7 @@ def _bench_allreduce(args: argparse.Namespace) -> int:
         sweep, skip = False, True
     plan = run_plan(lib, ranks=ranks, nodes=nodes, sizes=parse_sizes(args.sizes), algorithms=names, sweep=sweep,
                     own=not args.no_own, dtype=args.dtype, iterations=args.iterations, warmup=args.warmup,
-                    budget_mib=args.budget_mib, max_iterations=args.max_iterations,
+                    budget_mib=args.budget_mib, max_iterations=args.max_iterations, timer=args.timer,
                     validate=args.validate, skip_inapplicable=skip, tuned=args.tuned, **_launch_settings(args))
     if args.in_mpi:
         if args.rounds != 1:
@@ -327,6 +340,7 @@ def _probe_parser(s):
 
 def _bench_allreduce_parser(s):
     from ardlab.bench.allreduce import BUDGET_MIB, DTYPES, MAX_ITERATIONS
+    from ardlab.bench.timeloop import TIMERS
     from ardlab.bench.sizes import DEFAULT_SIZES
 
     _launch_arguments(s, ranks=2, threads=None, threads_help="thread variables of every rank (default: unset)")
@@ -345,6 +359,9 @@ def _bench_allreduce_parser(s):
                    help="without --iterations: the most timed calls per size (default %(default)s)")
     s.add_argument("--warmup", type=int, help="untimed calls per size (default: a tenth of the timed ones)")
     s.add_argument("--validate", action="store_true", help="check every result against the exact sum")
+    s.add_argument("--timer", default="c", choices=TIMERS,
+                   help="the loop that times native algorithms: c (compiled, as OSU/IMB; default) or python; our own "
+                        "algorithms are always timed in Python. Rows name it in the column timer")
     s.add_argument("--skip-inapplicable", action="store_true",
                    help="skip sizes an algorithm cannot run instead of failing (as --sweep does)")
     s.add_argument("--rounds", type=int, default=1, help="paired, interleaved rounds: each runs every algorithm "

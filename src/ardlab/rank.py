@@ -28,9 +28,10 @@ SHOWN = {
 
 def execute(plan: RunPlan) -> list[dict] | None:
     """Run `plan` in this MPI process; rank 0 writes plan.output and returns its rows (None elsewhere)."""
-    from mpi4py import MPI
+    from ardlab.comm import detect, startup
 
-    from ardlab.comm import detect
+    startup.init()
+    from mpi4py import MPI
 
     lib, _ = detect(MPI.Get_library_version())
     if lib.name != plan.library:
@@ -54,11 +55,13 @@ def execute(plan: RunPlan) -> list[dict] | None:
 
 def placement(threads: int) -> dict:
     """Where this job's ranks run (collective): its nodes (distinct processor names), the threads per core of
-    the busiest machine (machines told apart by /etc/machine-id: the emulated cluster's nodes share one) and the
-    emulated cluster's link rate."""
-    from mpi4py import MPI
-
+    the busiest machine (machines told apart by /etc/machine-id: the emulated cluster's nodes share one), the
+    emulated cluster's link rate and the tuning file the MPI library loaded (ardlab.comm.startup)."""
     from ardlab.cluster import link_rate
+    from ardlab.comm import startup
+
+    tuning_file = startup.init()
+    from mpi4py import MPI
 
     try:
         machine = Path("/etc/machine-id").read_text().strip()
@@ -69,7 +72,7 @@ def placement(threads: int) -> dict:
     for _, m, cores, t in ranks:
         load[m] = load.get(m, 0.0) + t / cores
     return {"nodes": len({r[0] for r in ranks}), "threads_per_core": f"{max(load.values()):.2f}",
-            "link_rate": link_rate()}
+            "link_rate": link_rate(), "mpi_tuning_file": tuning_file}
 
 
 def _bench(plan: RunPlan, where: dict) -> list[dict] | None:

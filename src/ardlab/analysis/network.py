@@ -14,7 +14,7 @@ import pandas as pd
 
 from ardlab.analysis.comparisons import _rounds, _summary, main_phase
 from ardlab.cluster import allreduce_wire_us
-from ardlab.comm.libraries import algorithm as table_entry
+from ardlab.comm.libraries import wire_family
 from ardlab.comm.traffic import model
 
 BOUND_FROM_BYTES = 1 << 20
@@ -56,12 +56,14 @@ def bound(b: pd.DataFrame) -> pd.DataFrame:
 
 def traffic(b: pd.DataFrame) -> pd.DataFrame:
     """Per algorithm and size, on groups of one rank per node (a power of two of nodes): the median bytes per
-    Allreduce on the wire (all nodes; the busiest node) against its traffic model (ardlab.comm.traffic)."""
+    Allreduce on the wire (all nodes; the busiest node) against its traffic model (ardlab.comm.traffic) under the
+    tuning file the library loaded (ardlab.comm.libraries.wire_family)."""
     rows = []
     m = _networked(b)
     m = m[(m.ranks == m.nodes) & m.net_tx_bytes_per_call.notna()] if len(m) else m
-    for (group, nodes, lib, alg, size), g in m.groupby(["group", "nodes", "library", "algorithm", "size_bytes"]):
-        family = table_entry(lib, alg).traffic_family if alg != "tuned" else None
+    for (group, nodes, lib, alg, size, tuning_file), g in m.groupby(
+            ["group", "nodes", "library", "algorithm", "size_bytes", "mpi_tuning_file"]):
+        family = wire_family(lib, alg, tuning_file) if alg != "tuned" else None
         if family is None or nodes & (nodes - 1):
             total = busiest = None
         else:

@@ -19,6 +19,7 @@ import sys
 import dataclasses
 from dataclasses import asdict, dataclass
 
+from ardlab.bench.timeloop import TIMERS
 from ardlab.comm.libraries import (DEFAULT, TUNED, Algorithm, algorithm, algorithms,
                                    forced_algorithm, library)
 from ardlab.plan import PLAN_FIELDS, Comparison, RunPlan
@@ -43,6 +44,7 @@ class Plan:
     tuned: str | None = None  # a tuned selection file (algorithm label "tuned")
     budget_mib: float = 256  # bytes reduced per size (iterations_for)
     max_iterations: int = 1000
+    timer: str = "c"  # native algorithms' timing loop (ardlab.bench.timeloop); our own are always timed in Python
 
 
 BUDGET_MIB = 256
@@ -97,6 +99,7 @@ def make_plan(
     tuned: str | None = None,
     budget_mib: float = BUDGET_MIB,
     max_iterations: int = MAX_ITERATIONS,
+    timer: str = "c",
 ) -> Plan:
     """Check every choice against the table and raise ValueError naming a bad value and the valid ones."""
     lib = library(library_name)
@@ -112,7 +115,9 @@ def make_plan(
         raise ValueError(f"the byte budget per size must be > 0 MiB, got {budget_mib}")
     if max_iterations < 1:
         raise ValueError(f"the most timed calls per size must be >= 1, got {max_iterations}")
-    budget = {"budget_mib": budget_mib, "max_iterations": max_iterations}
+    if timer not in TIMERS:
+        raise ValueError(f"unknown timer {timer!r}; valid: {', '.join(TIMERS)}")
+    budget = {"budget_mib": budget_mib, "max_iterations": max_iterations, "timer": timer}
     import numpy as np
 
     itemsize = np.dtype(dtype).itemsize
@@ -148,12 +153,12 @@ def run_plan(library_name: str, *, ranks: int, sizes: list[int], algorithms: lis
              sweep: bool = False, own: bool = True, nodes: int = 1, dtype: str = "float32",
              iterations: int | None = None, warmup: int | None = None, validate: bool = False,
              skip_inapplicable: bool = False, tuned: str | None = None, budget_mib: float = BUDGET_MIB,
-             max_iterations: int = MAX_ITERATIONS, **run) -> RunPlan:
+             max_iterations: int = MAX_ITERATIONS, timer: str = "c", **run) -> RunPlan:
     """The validated run plan of a microbenchmark (`run`: the RunPlan's launch fields)."""
     p = make_plan(library_name, algorithm_names=algorithms, sweep=sweep, sizes=sizes, ranks=ranks, nodes=nodes,
                   dtype=dtype, iterations=iterations, warmup=warmup, validate=validate, own=own,
                   skip_inapplicable=skip_inapplicable, tuned=tuned, budget_mib=budget_mib,
-                  max_iterations=max_iterations)
+                  max_iterations=max_iterations, timer=timer)
     options = {k: v for k, v in asdict(p).items() if k not in PLAN_FIELDS}
     return RunPlan("bench", p.library, p.ranks, nodes=p.nodes, tuned=p.tuned, options=options, **run)
 
@@ -194,11 +199,32 @@ def _traffic(comm, call, x, y, leader: bool, nodes: int) -> list[float] | None:
     return None if any(v is None for v in sent) else sent
 
 
+def _python_loop(comm, call, x, y, warmup: int, iterations: int, expected, where: str) -> float:
+    """The timing loop in Python (our own algorithms; native ones with --timer python): seconds of all timed
+    calls, each after a barrier; with `expected`, y is checked after every call, outside the timed region."""
+    import numpy as np
+    from mpi4py import MPI
+
+    for _ in range(warmup):
+        call(x, y)
+    total = 0.0
+    for _ in range(iterations):
+        comm.Barrier()
+        t0 = MPI.Wtime()
+        call(x, y)
+        total += MPI.Wtime() - t0
+        if expected is not None and not np.array_equal(y, expected):
+            bad = int(np.flatnonzero(y != expected)[0])
+            raise RuntimeError(f"validation failed: {where}: element {bad} is {y[bad]!r}, expected {expected[bad]!r}")
+    return total
+
+
 def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
     """Run inside MPI: measure every (algorithm, size) of the plan; rows are returned on rank 0."""
     import numpy as np
     from mpi4py import MPI
 
+    from ardlab.bench import timeloop
     from ardlab.comm import detect
     from ardlab.comm.own import get as get_own
 
@@ -255,20 +281,17 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
         expected = (np.arange(count) % 7 * size + size * (size + 1) // 2).astype(dtype)
         iters = iterations_for(nbytes, plan.iterations, budget_mib=plan.budget_mib,
                                max_iterations=plan.max_iterations)
-        for _ in range(warmup_for(iters, plan.warmup)):
-            call(x, y)
-        total = 0.0
-        for _ in range(iters):
-            comm.Barrier()
-            t0 = MPI.Wtime()
-            call(x, y)
-            total += MPI.Wtime() - t0
-            if plan.validate and not np.array_equal(y, expected):
-                bad = int(np.flatnonzero(y != expected)[0])
-                raise RuntimeError(
-                    f"validation failed: {lib.display} {name} size {nbytes} B rank {rank}: "
-                    f"element {bad} is {y[bad]!r}, expected {expected[bad]!r}"
-                )
+        warmup = warmup_for(iters, plan.warmup)
+        timer = plan.timer if alg.implementation == "native" else "python"
+        where = f"{lib.display} {name} size {nbytes} B rank {rank}"
+        if timer == "c":
+            try:
+                total = float(timeloop.time_allreduce(comm, x, y, MPI.SUM, warmup=warmup, iterations=iters,
+                                                      expected=expected if plan.validate else None).sum())
+            except RuntimeError as e:
+                raise RuntimeError(f"{where}: {e}") from None
+        else:
+            total = _python_loop(comm, call, x, y, warmup, iters, expected if plan.validate else None, where)
         mean_us = total / iters * 1e6
         stats = comm.gather(mean_us, root=0)
         sent = _traffic(comm, call, x, y, leader, nodes)
@@ -278,7 +301,7 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
                 "implementation": alg.implementation, "ranks": size, "nodes": nodes, "hostname": hosts[0],
                 "dtype": dtype.name, "size_bytes": nbytes, "iterations": iters,
                 "avg_us": f"{sum(stats) / len(stats):.3f}", "min_us": f"{min(stats):.3f}",
-                "max_us": f"{max(stats):.3f}", "knobs": knobs, "started_at": started,
+                "max_us": f"{max(stats):.3f}", "knobs": knobs, "started_at": started, "timer": timer,
                 "net_tx_bytes_per_call": f"{sum(sent):.0f}" if sent else "",
                 "net_tx_max_node_bytes_per_call": f"{max(sent):.0f}" if sent else "",
             })

@@ -47,6 +47,10 @@ class Algorithm:
     # the family of its bytes on the wire (ardlab.comm.traffic.model), where it is not the cost model's: what the
     # interface counters showed across nodes (tests/test_cluster.py)
     traffic: str | None = None
+    # where the bytes on the wire follow the library's tuning file (Library.tuning_file_var): the family under the
+    # files of a CPU name (tuning_<cpu>_<fabric>.dat) where it differs from `traffic_family`, None where the counters
+    # matched no model; see wire_family
+    traffic_by_tuning: Mapping[str, str | None] = field(default_factory=dict)
     symbol: str = ""  # the library-internal function that runs it (gdb breakpoint proof, ardlab.comm.probe)
     selectable: bool = True  # may be named in a tuned per-size selection file (ardlab.analysis.tuned)
     # parameters a selection file must give with it (MPICH JSON containers; the CVAR defaults of this version)
@@ -113,6 +117,17 @@ class Library:
     # 1 MiB without, 0.27 ms and 12.6 ms (the wire's time) with; Intel MPI 17 ms at 1 KiB without, 0.27 ms with).
     # A launch on each node's own cores (real nodes, or no more ranks than cores) gets none of them.
     time_shared_env: Mapping[str, str] = field(default_factory=dict)
+    # A library that picks its default algorithms (and inner steps of some forced ones) from a tuning file chosen
+    # per CPU and fabric at MPI_Init: the setting that names the file instead, where in its environment it keeps its
+    # own files, the settings that make it say at start-up which file it loaded, and the pattern of that line (its
+    # group `path`); ardlab.comm.startup reads it. Empty: the default selection is built in, the same on every CPU.
+    tuning_file_var: str = ""
+    tuning_file_dir: str = ""
+    tuning_report_env: Mapping[str, str] = field(default_factory=dict)
+    tuning_report: str = ""
+    # The CPU names of the tuning files under which every traffic fact of this library's algorithms was observed
+    # (tests/test_cluster.py); under any other file an algorithm with a traffic_by_tuning has no traffic model.
+    traffic_observed_under: tuple[str, ...] = ()
 
     def tuned_env(self, path: str | os.PathLike) -> dict[str, str]:
         """The settings that make this library use the tuned selection in `path`."""
@@ -266,7 +281,13 @@ OPENMPI = Library(
 _IMPI = "MPIR_Allreduce_intra_"
 _IMPI_NREDUCE = "observed (gdb) to run the n-reduce algorithm on one node"
 _IMPI_RD_AT_2 = "observed (gdb) to fall back to recursive doubling at 2 ranks"
-_IMPI_WIRE = "across 4 nodes (eth0 bytes at 4 MiB) its traffic is "
+# Traffic facts name the tuning files they were seen under: the generic ones (tuning_generic_{shm-ofi,ofi,shm}.dat
+# on an AMD EPYC, where Intel MPI refuses every CPU-specific file) and, from an Intel Emerald Rapids machine (CPU family
+# 6 model 207; issue 29), its own emr file and the spr one forced there.
+_IMPI_WIRE = "across 4 nodes (eth0 bytes at 4 MiB) under the generic tuning files its traffic is "
+_IMPI_TOPO_EMR = ("; under the emr and spr files (Emerald Rapids) a reduce-scatter + allgather's (1.5n per node), "
+                  "the same CPU under both files")
+_IMPI_TOPO_SHM = {"traffic": "recursive_doubling", "traffic_by_tuning": {"emr": "ring", "spr": "ring"}}
 
 INTELMPI = Library(
     name="intelmpi",
@@ -285,10 +306,11 @@ INTELMPI = Library(
         "rabenseifner": _impi_alg("rabenseifner", 2, "Rabenseifner's algorithm", note=_IMPI_RD_AT_2,
                                   symbol=_IMPI + "rabenseifner", cost_model="rabenseifner"),
         "reduce_bcast": _impi_alg("reduce_bcast", 3, "reduce + bcast", cost_model="binomial",
-                                  traffic="binomial_scatter_allgather",
-                                  note="observed (eth0 bytes, 4 and 16 MiB): on 4 nodes the broadcast is a "
-                                       "scatter + allgather, 7n on the wire, not the binomial broadcast's 6n; on "
-                                       "2 nodes it is binomial"),
+                                  traffic="binomial_scatter_allgather", traffic_by_tuning={"emr": None},
+                                  note="observed (eth0 bytes, 4 and 16 MiB, generic tuning files): on 4 nodes the "
+                                       "broadcast is a scatter + allgather, 7n on the wire, not the binomial "
+                                       "broadcast's 6n; on 2 nodes it is binomial. Under the spr file the same; under "
+                                       "the emr file 7n too, but the busiest node sends 2.75n, not 2n (no model)"),
         "topo_reduce_bcast": _impi_alg("topo_reduce_bcast", 4, "topology-aware reduce + bcast",
                                        note=_IMPI_NREDUCE + "; across 4 nodes its bytes are a reduce-scatter + "
                                             "allgather's (eth0: 1.5n per node)",
@@ -307,14 +329,14 @@ INTELMPI = Library(
         "knomial": _impi_alg("knomial", 9, "k-nomial", cost_model="recursive_multiplying",
                              note="observed to fall back to recursive doubling on one node"),
         "topo_shm_flat": _impi_alg("topo_shm_flat", 10, "topology-aware SHM-based flat",
-                                   note=f"{_IMPI_NREDUCE}; {_IMPI_WIRE}recursive doubling's",
-                                   traffic="recursive_doubling"),
+                                   note=f"{_IMPI_NREDUCE}; {_IMPI_WIRE}recursive doubling's{_IMPI_TOPO_EMR}",
+                                   **_IMPI_TOPO_SHM),
         "topo_shm_knomial": _impi_alg("topo_shm_knomial", 11, "topology-aware SHM-based k-nomial",
-                                      note=f"{_IMPI_NREDUCE}; {_IMPI_WIRE}recursive doubling's",
-                                      traffic="recursive_doubling"),
+                                      note=f"{_IMPI_NREDUCE}; {_IMPI_WIRE}recursive doubling's{_IMPI_TOPO_EMR}",
+                                      **_IMPI_TOPO_SHM),
         "topo_shm_knary": _impi_alg("topo_shm_knary", 12, "topology-aware SHM-based k-ary",
-                                    note=f"{_IMPI_NREDUCE}; {_IMPI_WIRE}recursive doubling's",
-                                    traffic="recursive_doubling"),
+                                    note=f"{_IMPI_NREDUCE}; {_IMPI_WIRE}recursive doubling's{_IMPI_TOPO_EMR}",
+                                    **_IMPI_TOPO_SHM),
         "nreduce": _impi_alg("nreduce", 13, "n-reduce (undocumented id, observed)", symbol=_IMPI + "nreduce",
                              traffic="ring", note=_IMPI_WIRE + "a reduce-scatter + allgather's"),
         "ring_blocking": _impi_alg("ring_blocking", 14, "blocking ring (undocumented id, observed)",
@@ -327,6 +349,14 @@ INTELMPI = Library(
     srun_env={"I_MPI_PMI_LIBRARY": PMI2_LIBRARY},
     srun_proof=_SRUN_PROOF,
     time_shared_env={"I_MPI_WAIT_MODE": "1"},  # I_MPI_THREAD_YIELD=2/3 (yield/usleep) measured 0.7-2.5 ms
+    # I_MPI_TUNING (the documented name of a text tuning file) is not honoured for these files; _BIN is. The
+    # start-up lines come on rank 0's stdout only (I_MPI_DEBUG_OUTPUT does not redirect them).
+    tuning_file_var="I_MPI_TUNING_BIN",
+    tuning_file_dir="opt/mpi/etc",
+    tuning_report_env={"I_MPI_DEBUG": "6"},
+    # A file it cannot read is followed by "Tuning file ... was not loaded! Load default tuning file: ...".
+    tuning_report=r'MPI startup\(\): .*Load (?:default )?tuning file: "(?P<path>[^"]*)"',
+    traffic_observed_under=("generic", "emr", "spr"),
     notes="Proof that a forced algorithm runs: gdb breakpoints on the library's internal "
           "Allreduce algorithm functions; I_MPI_DEBUG only echoes the setting.",
 )
@@ -388,6 +418,26 @@ def run_env(library_name: str, algorithm_name: str) -> dict[str, str]:
     if alg.implementation == "native":
         env.update(lib.algorithm_env(algorithm_name))
     return env
+
+
+def tuning_family(tuning_file: str) -> str:
+    """The CPU name of a library's own tuning file (tuning_<cpu>_<fabric>.dat, as rows record it); "" for a row
+    without a file (a library with none, or a row from before the column); the value itself otherwise (a file of the
+    run's own, or "none": the library loaded none)."""
+    m = re.fullmatch(r"tuning_([^_]+)_.+\.dat", tuning_file)
+    return m.group(1) if m else "" if tuning_file in ("", "builtin") else tuning_file
+
+
+def wire_family(library_name: str, algorithm_name: str, tuning_file: str = "") -> str | None:
+    """The traffic family (ardlab.comm.traffic) of an algorithm's bytes on the wire under the tuning file a row
+    records (``mpi_tuning_file``); None where nothing was observed under that file or the bytes matched no model."""
+    lib, alg = library(library_name), algorithm(library_name, algorithm_name)
+    family = tuning_family(tuning_file)
+    if not alg.traffic_by_tuning or not family:
+        return alg.traffic_family
+    if family in alg.traffic_by_tuning:
+        return alg.traffic_by_tuning[family]
+    return alg.traffic_family if family in lib.traffic_observed_under else None
 
 
 def forced_algorithm(library_name: str, environ: Mapping[str, str]) -> str:

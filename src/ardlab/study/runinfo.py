@@ -16,17 +16,8 @@ from pathlib import Path
 import yaml
 
 from ardlab.comm.launch import repo_root
+from ardlab.comm.startup import cpu
 from ardlab.results import atomic_open
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _memory_gib() -> float | None:
@@ -42,9 +33,11 @@ def _git(*args: str) -> str:
 
 
 def describe(config: dict) -> dict:
+    processor = cpu()
     return {
         "recorded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"hostname": platform.node(), "cpu": _cpu_model(), "cores": os.cpu_count(),
+        # the CPU's vendor, family and model decide Intel MPI's tuning file (each row names the file it loaded)
+        "machine": {"hostname": platform.node(), "cpu": processor["model"], "cpu_id": processor, "cores": os.cpu_count(),
                     "memory_gib": _memory_gib(), "os": platform.platform()},
         "software": {"python": sys.version.split()[0],
                      "ardlab_commit": _git("rev-parse", "HEAD"),

@@ -1,0 +1,110 @@
+"""The compiled timing loop (timeloop.c): building it in an environment, and timing native Allreduce calls with it.
+
+The microbenchmark times a library's own Allreduce with this loop by default (rows say ``timer=c``), as OSU and
+IMB do: the timed region holds the MPI call alone. Our own algorithms stay timed in Python (``timer=python``):
+their Python per-call cost is part of what they are. ``--timer python`` times native calls in Python too (the
+loop ardlab used before), to measure what the interpreter adds.
+
+    python -m ardlab.bench.timeloop build      # (re)build it for this environment's MPI (containers/install-env)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+SOURCE = Path(__file__).with_name("timeloop.c")
+LIBRARY_FILE = "libardlab_timeloop.so"
+TIMERS = ("c", "python")
+# The C symbol; its arguments, in order, as ctypes types.
+_FUNCTION = "ardlab_time_allreduce"
+_ARGTYPES = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+             ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+
+_loaded: ctypes.CDLL | None = None
+
+
+def library_path(prefix: str | Path | None = None) -> Path:
+    """Where an environment (default: this interpreter's) keeps the built loop."""
+    return Path(prefix or sys.prefix) / "lib" / LIBRARY_FILE
+
+
+def build(prefix: str | Path | None = None) -> Path:
+    """Compile timeloop.c against the MPI of the environment at `prefix` (its include/ and lib/libmpi): gcc with
+    those paths for every library alike, since the Intel MPI wheel's mpicc wrapper is broken (it holds a literal
+    I_MPI_SUBSTITUTE_INSTALLDIR). Written under a temporary name and renamed, so a failed build leaves nothing."""
+    prefix = Path(prefix or sys.prefix).resolve()
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        raise RuntimeError("no C compiler (gcc) to build the timing loop; install it (Debian: apt-get install gcc)")
+    if not (prefix / "include" / "mpi.h").is_file():
+        raise FileNotFoundError(f"no mpi.h under {prefix / 'include'}: not an environment with an MPI library")
+    out = library_path(prefix)
+    tmp = out.with_name(out.name + ".tmp")
+    cmd = [compiler, "-O2", "-std=c11", "-Wall", "-Werror", "-shared", "-fPIC", f"-I{prefix / 'include'}",
+           str(SOURCE), f"-L{prefix / 'lib'}", "-lmpi", f"-Wl,-rpath,{prefix / 'lib'}", "-o", str(tmp)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise RuntimeError(f"building the timing loop failed: {' '.join(cmd)}\n{proc.stderr}")
+    tmp.replace(out)
+    return out
+
+
+def _library() -> ctypes.CDLL:
+    global _loaded
+    if _loaded is None:
+        path = library_path()
+        if not path.is_file():
+            raise FileNotFoundError(f"the compiled timing loop {path} is missing: set up the environment again "
+                                    f"(containers/setup-envs), or build it with `{sys.executable} -m "
+                                    "ardlab.bench.timeloop build`; `--timer python` measures without it")
+        lib = ctypes.CDLL(str(path))
+        getattr(lib, _FUNCTION).argtypes = _ARGTYPES
+        getattr(lib, _FUNCTION).restype = ctypes.c_int
+        _loaded = lib
+    return _loaded
+
+
+def time_allreduce(comm, x, y, op, *, warmup: int, iterations: int, expected=None):
+    """Seconds of each of `iterations` timed calls of comm.Allreduce(x, y, op) (numpy arrays of one dtype), after
+    `warmup` untimed ones, every timed call after a barrier; with `expected`, y is checked after every call
+    (outside the timed region) and a mismatch raises RuntimeError naming the call and the first element."""
+    import numpy as np
+    from mpi4py import MPI
+
+    datatype = MPI._typedict[x.dtype.char]
+    seconds = np.zeros(iterations)
+    check = expected.ctypes.data if expected is not None else None
+    rc = getattr(_library(), _FUNCTION)(
+        MPI._addressof(comm), x.ctypes.data, y.ctypes.data, x.size, MPI._addressof(datatype), MPI._addressof(op),
+        warmup, iterations, seconds.ctypes.data, check, y.nbytes)
+    if rc < 0:
+        bad = int(np.flatnonzero(y != expected)[0])
+        raise RuntimeError(f"validation failed in timed call {-rc}: element {bad} is {y[bad]!r}, "
+                           f"expected {expected[bad]!r}")
+    if rc != 0:
+        raise RuntimeError(f"MPI_Allreduce or MPI_Barrier returned error code {rc} in the timing loop")
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m ardlab.bench.timeloop", description=__doc__.splitlines()[0])
+    p.add_argument("action", choices=["build"])
+    p.add_argument("--prefix", default=None, help="the environment (default: this interpreter's)")
+    args = p.parse_args(argv)
+    try:
+        print(f"built {build(args.prefix)}")
+    except (RuntimeError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
