@@ -37,6 +37,12 @@ def test_sweep_validate(library, ranks, tmp_path):
         assert r["library"] == library and int(r["ranks"]) == ranks and r["nodes"] == "1"
         assert r["implementation"] == table[r["algorithm"]].implementation
         assert 0 < float(r["min_us"]) <= float(r["avg_us"]) <= float(r["max_us"])
+        assert r["timer"] == ("c" if r["implementation"] == "native" else "python")
+        # Intel MPI names the file it loaded (its CPU's, for the shared-memory fabric of one node); the others none
+        if library == "intelmpi":
+            assert r["mpi_tuning_file"].startswith("tuning_") and r["mpi_tuning_file"].endswith("_shm.dat")
+        else:
+            assert r["mpi_tuning_file"] == "builtin"
         if r["implementation"] == "native" and r["algorithm"] != "default":
             for k, v in table[r["algorithm"]].env.items():
                 assert f"{k}={v}" in r["knobs"]

@@ -123,10 +123,19 @@ def _bench_allreduce(args: argparse.Namespace) -> int:
 
         names = [forced_algorithm(lib, os.environ)] + ([] if args.no_own else list(OWN_ALGORITHMS))
         sweep, skip = False, True
+    env = {}
+    if args.thread_level:
+        from ardlab.comm.startup import THREAD_LEVEL_VAR
+
+        if args.in_mpi:
+            raise ValueError(f"--thread-level needs the driver: inside a launch MPI has started already (set "
+                             f"{THREAD_LEVEL_VAR}={args.thread_level} in the launch environment instead)")
+        env[THREAD_LEVEL_VAR] = args.thread_level
     plan = run_plan(lib, ranks=ranks, nodes=nodes, sizes=parse_sizes(args.sizes), algorithms=names, sweep=sweep,
                     own=not args.no_own, dtype=args.dtype, iterations=args.iterations, warmup=args.warmup,
                     budget_mib=args.budget_mib, max_iterations=args.max_iterations, timer=args.timer,
-                    validate=args.validate, skip_inapplicable=skip, tuned=args.tuned, **_launch_settings(args))
+                    validate=args.validate, skip_inapplicable=skip, tuned=args.tuned, env=env,
+                    **_launch_settings(args))
     if args.in_mpi:
         if args.rounds != 1:
             raise ValueError("--rounds needs the driver (one launch per variant per round); without --in-mpi")
@@ -341,6 +350,7 @@ def _probe_parser(s):
 def _bench_allreduce_parser(s):
     from ardlab.bench.allreduce import BUDGET_MIB, DTYPES, MAX_ITERATIONS
     from ardlab.bench.timeloop import TIMERS
+    from ardlab.comm.startup import THREAD_LEVELS
     from ardlab.bench.sizes import DEFAULT_SIZES
 
     _launch_arguments(s, ranks=2, threads=None, threads_help="thread variables of every rank (default: unset)")
@@ -359,9 +369,14 @@ def _bench_allreduce_parser(s):
                    help="without --iterations: the most timed calls per size (default %(default)s)")
     s.add_argument("--warmup", type=int, help="untimed calls per size (default: a tenth of the timed ones)")
     s.add_argument("--validate", action="store_true", help="check every result against the exact sum")
+    s.add_argument("--thread-level", choices=THREAD_LEVELS,
+                   help="the thread level the ranks ask MPI for (default: mpi4py's, multiple, as Horovod needs); "
+                        "MPICH's default Allreduce is several times slower at multiple for small messages; rows "
+                        "record the level MPI provides (mpi_thread_level)")
     s.add_argument("--timer", default="c", choices=TIMERS,
-                   help="the loop that times native algorithms: c (compiled, as OSU/IMB; default) or python; our own "
-                        "algorithms are always timed in Python. Rows name it in the column timer")
+                   help="the loop that times native algorithms: c (compiled, a barrier before each timed call as "
+                        "OSU; default), c-loop (compiled, the calls back to back after one barrier as IMB-MPI1) or "
+                        "python; our own algorithms are always timed in Python. Rows name it in the column timer")
     s.add_argument("--skip-inapplicable", action="store_true",
                    help="skip sizes an algorithm cannot run instead of failing (as --sweep does)")
     s.add_argument("--rounds", type=int, default=1, help="paired, interleaved rounds: each runs every algorithm "

@@ -56,7 +56,7 @@ def execute(plan: RunPlan) -> list[dict] | None:
 def placement(threads: int) -> dict:
     """Where this job's ranks run (collective): its nodes (distinct processor names), the threads per core of
     the busiest machine (machines told apart by /etc/machine-id: the emulated cluster's nodes share one), the
-    emulated cluster's link rate and the tuning file the MPI library loaded (ardlab.comm.startup)."""
+    emulated cluster's link rate, the tuning file the MPI library loaded and its thread level (ardlab.comm.startup)."""
     from ardlab.cluster import link_rate
     from ardlab.comm import startup
 
@@ -72,7 +72,7 @@ def placement(threads: int) -> dict:
     for _, m, cores, t in ranks:
         load[m] = load.get(m, 0.0) + t / cores
     return {"nodes": len({r[0] for r in ranks}), "threads_per_core": f"{max(load.values()):.2f}",
-            "link_rate": link_rate(), "mpi_tuning_file": tuning_file}
+            "link_rate": link_rate(), "mpi_tuning_file": tuning_file, "mpi_thread_level": startup.thread_level()}
 
 
 def _bench(plan: RunPlan, where: dict) -> list[dict] | None:

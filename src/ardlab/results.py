@@ -30,10 +30,11 @@ ROUND_COLUMNS = ["group", "round", "position", "order_seed"]
 # nodes' network interface (all nodes together, and the node that sent most; empty on one node).
 NETWORK_COLUMNS = ["link_rate", "threads_per_core"]
 TRAFFIC_COLUMNS = ["net_tx_bytes_per_call", "net_tx_max_node_bytes_per_call"]
-# What the MPI library chose by the machine it ran on: the tuning file it loaded (ardlab.comm.startup: a file name,
-# a path, "none", "builtin" for libraries whose selection is compiled in; empty in files from before the column).
-MACHINE_CHOICE_COLUMNS = ["mpi_tuning_file"]
-
+# How MPI started in the ranks (ardlab.comm.startup): the tuning file the library loaded (a file name, a path, "none",
+# "builtin" for libraries whose selection is compiled in) and the thread level it provides (MPI_Query_thread:
+# single | funneled | serialized | multiple; mpi4py asks for multiple unless MPI4PY_RC_THREAD_LEVEL says otherwise);
+# empty in files from before these columns.
+STARTUP_COLUMNS = ["mpi_tuning_file", "mpi_thread_level"]
 # The loop that timed a microbenchmark row (ardlab.bench.timeloop): "c" (compiled, native algorithms by default) or
 # "python" (our own algorithms, and every row from before the column).
 TIMER_COLUMNS = ["timer"]
@@ -41,7 +42,7 @@ TIMER_COLUMNS = ["timer"]
 BENCH_COLUMNS = [
     "library", "library_version", "algorithm", "implementation", "ranks", "nodes", "hostname", "dtype",
     "size_bytes", "iterations", "avg_us", "min_us", "max_us", "knobs", "started_at", *ROUND_COLUMNS,
-    *NETWORK_COLUMNS, *TRAFFIC_COLUMNS, *MACHINE_CHOICE_COLUMNS, *TIMER_COLUMNS,
+    *NETWORK_COLUMNS, *TRAFFIC_COLUMNS, *STARTUP_COLUMNS, *TIMER_COLUMNS,
 ]
 
 TRAIN_COLUMNS = [
@@ -50,23 +51,23 @@ TRAIN_COLUMNS = [
     "final_loss", "final_accuracy", "final_top5_accuracy", "knobs", "started_at", *ROUND_COLUMNS,
     "nodes", *NETWORK_COLUMNS,
     "backend",  # ardlab.nn's compute backend (numpy | onednn); tensorflow for tf.keras
-    *MACHINE_CHOICE_COLUMNS,
+    *STARTUP_COLUMNS,
 ]
 
 # Earlier headers a reader still accepts, with the values the columns added since take in them: files of the
 # first versions were written by the local launcher only (one node, no emulated network); a backend of "" is a
 # file from before the column, when ardlab.nn had only its numpy backend.
-_MACHINE_CHOICE_FILL = dict.fromkeys(MACHINE_CHOICE_COLUMNS, "")
-_BENCH_ADDED = len(MACHINE_CHOICE_COLUMNS) + len(TIMER_COLUMNS)
+_STARTUP_FILL = dict.fromkeys(STARTUP_COLUMNS, "")
+_BENCH_ADDED = len(STARTUP_COLUMNS) + len(TIMER_COLUMNS)
 _PYTHON_TIMER = dict.fromkeys(TIMER_COLUMNS, "python")
 EARLIER_COLUMNS = {
     "bench": [(BENCH_COLUMNS[: -len(NETWORK_COLUMNS) - len(TRAFFIC_COLUMNS) - _BENCH_ADDED],
-               {**dict.fromkeys([*NETWORK_COLUMNS, *TRAFFIC_COLUMNS], ""), **_MACHINE_CHOICE_FILL, **_PYTHON_TIMER}),
-              (BENCH_COLUMNS[: -_BENCH_ADDED], {**_MACHINE_CHOICE_FILL, **_PYTHON_TIMER})],
-    "train": [(TRAIN_COLUMNS[: -3 - len(NETWORK_COLUMNS)],
-               {"nodes": "1", **dict.fromkeys(NETWORK_COLUMNS, ""), "backend": "", **_MACHINE_CHOICE_FILL}),
-              (TRAIN_COLUMNS[:-2], {"backend": "", **_MACHINE_CHOICE_FILL}),
-              (TRAIN_COLUMNS[:-1], _MACHINE_CHOICE_FILL)],
+               {**dict.fromkeys([*NETWORK_COLUMNS, *TRAFFIC_COLUMNS], ""), **_STARTUP_FILL, **_PYTHON_TIMER}),
+              (BENCH_COLUMNS[: -_BENCH_ADDED], {**_STARTUP_FILL, **_PYTHON_TIMER})],
+    "train": [(TRAIN_COLUMNS[: -2 - len(NETWORK_COLUMNS) - len(STARTUP_COLUMNS)],
+               {"nodes": "1", **dict.fromkeys(NETWORK_COLUMNS, ""), "backend": "", **_STARTUP_FILL}),
+              (TRAIN_COLUMNS[: -1 - len(STARTUP_COLUMNS)], {"backend": "", **_STARTUP_FILL}),
+              (TRAIN_COLUMNS[: -len(STARTUP_COLUMNS)], _STARTUP_FILL)],
 }
 
 # `ardlab train --layer-timing FILE`: seconds per step, one row a layer (the optimizer update as its own row).

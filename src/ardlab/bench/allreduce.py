@@ -284,10 +284,11 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
         warmup = warmup_for(iters, plan.warmup)
         timer = plan.timer if alg.implementation == "native" else "python"
         where = f"{lib.display} {name} size {nbytes} B rank {rank}"
-        if timer == "c":
+        if timer in timeloop.COMPILED:
             try:
                 total = float(timeloop.time_allreduce(comm, x, y, MPI.SUM, warmup=warmup, iterations=iters,
-                                                      expected=expected if plan.validate else None).sum())
+                                                      expected=expected if plan.validate else None,
+                                                      back_to_back=timer == "c-loop").sum())
             except RuntimeError as e:
                 raise RuntimeError(f"{where}: {e}") from None
         else:

@@ -11,17 +11,36 @@
 #include <string.h>
 
 /* seconds[i] gets call i's time. With `expected` non-NULL, recv is compared with its `nbytes` after every timed
- * call, outside the timed region. `in_place` sends MPI_IN_PLACE (recv holds the input; then no check).
- * Returns MPI_SUCCESS, an MPI error code, or -(i + 1) for the first timed call i whose result differs. */
+ * call, outside the timed region. With `back_to_back` set, IMB-MPI1's method instead: one barrier, then the
+ * `iterations` calls timed as one span (no barrier and no check between them), each seconds[i] = span / iterations,
+ * and recv checked after the span. Returns MPI_SUCCESS, an MPI error code, or -(i + 1) for the first timed call i
+ * whose result differs. */
 int ardlab_time_allreduce(const MPI_Comm *comm, const void *send, void *recv, int count,
                           const MPI_Datatype *datatype, const MPI_Op *op, int warmup, int iterations,
-                          double *seconds, const void *expected, size_t nbytes)
+                          double *seconds, const void *expected, size_t nbytes, int back_to_back)
 {
     int rc;
     for (int i = 0; i < warmup; i++) {
         rc = MPI_Allreduce(send, recv, count, *datatype, *op, *comm);
         if (rc != MPI_SUCCESS)
             return rc;
+    }
+    if (back_to_back) {
+        rc = MPI_Barrier(*comm);
+        if (rc != MPI_SUCCESS)
+            return rc;
+        double t0 = MPI_Wtime();
+        for (int i = 0; i < iterations; i++) {
+            rc = MPI_Allreduce(send, recv, count, *datatype, *op, *comm);
+            if (rc != MPI_SUCCESS)
+                return rc;
+        }
+        double each = (MPI_Wtime() - t0) / iterations;
+        for (int i = 0; i < iterations; i++)
+            seconds[i] = each;
+        if (expected != NULL && iterations > 0 && memcmp(recv, expected, nbytes) != 0)
+            return -iterations;
+        return MPI_SUCCESS;
     }
     for (int i = 0; i < iterations; i++) {
         rc = MPI_Barrier(*comm);

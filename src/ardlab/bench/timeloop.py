@@ -18,11 +18,14 @@ from pathlib import Path
 
 SOURCE = Path(__file__).with_name("timeloop.c")
 LIBRARY_FILE = "libardlab_timeloop.so"
-TIMERS = ("c", "python")
+# c: compiled, a barrier before each timed call (OSU's method, ardlab's default); c-loop: compiled, one barrier and
+# the calls back to back, the span divided by their number (IMB-MPI1's method); python: the Python loop, OSU's method.
+TIMERS = ("c", "c-loop", "python")
+COMPILED = ("c", "c-loop")
 # The C symbol; its arguments, in order, as ctypes types.
 _FUNCTION = "ardlab_time_allreduce"
 _ARGTYPES = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-             ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+             ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 
 _loaded: ctypes.CDLL | None = None
 
@@ -69,10 +72,11 @@ def _library() -> ctypes.CDLL:
     return _loaded
 
 
-def time_allreduce(comm, x, y, op, *, warmup: int, iterations: int, expected=None):
+def time_allreduce(comm, x, y, op, *, warmup: int, iterations: int, expected=None, back_to_back: bool = False):
     """Seconds of each of `iterations` timed calls of comm.Allreduce(x, y, op) (numpy arrays of one dtype), after
-    `warmup` untimed ones, every timed call after a barrier; with `expected`, y is checked after every call
-    (outside the timed region) and a mismatch raises RuntimeError naming the call and the first element."""
+    `warmup` untimed ones, every timed call after a barrier (`back_to_back`: IMB's way, one barrier and the span of
+    all calls shared out); with `expected`, y is checked after every call (after the span) outside the timed region,
+    and a mismatch raises RuntimeError naming the call and the first element."""
     import numpy as np
     from mpi4py import MPI
 
@@ -81,7 +85,7 @@ def time_allreduce(comm, x, y, op, *, warmup: int, iterations: int, expected=Non
     check = expected.ctypes.data if expected is not None else None
     rc = getattr(_library(), _FUNCTION)(
         MPI._addressof(comm), x.ctypes.data, y.ctypes.data, x.size, MPI._addressof(datatype), MPI._addressof(op),
-        warmup, iterations, seconds.ctypes.data, check, y.nbytes)
+        warmup, iterations, seconds.ctypes.data, check, y.nbytes, int(back_to_back))
     if rc < 0:
         bad = int(np.flatnonzero(y != expected)[0])
         raise RuntimeError(f"validation failed in timed call {-rc}: element {bad} is {y[bad]!r}, "

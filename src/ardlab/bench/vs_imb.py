@@ -7,10 +7,13 @@ MPICH's lib first on LD_LIBRARY_PATH and MPICH's mpiexec (checked before anythin
 dynamic loader resolves for it is MPICH's). Both tools get the same forcing settings, the table's. Open MPI has
 no IMB here: its variants are ardlab's two timers (``--timer c`` and ``python``), as for the others.
 
-Variants: per library, the default and forced algorithms (ALGORITHMS), each timed by IMB, by ardlab's compiled
-loop and by ardlab's Python loop; every variant once per round, each round in a seeded shuffled order
+Variants: per library, the default and forced algorithms (ALGORITHMS), each timed by IMB and by ardlab's three
+timers: compiled with a barrier before each call (``c``, the default), compiled back to back as IMB (``c-loop``)
+and Python (``python``); every variant once per round, each round in a seeded shuffled order
 (ardlab.rounds), one launch per variant. Per (library, algorithm, size) it prints the median of the per-round
-ratios ardlab(c) / IMB and ardlab(python) / ardlab(c), with their min and max over the rounds.
+ratios ardlab(c) / IMB, ardlab(c-loop) / IMB, ardlab(python) / ardlab(c) and ardlab(c) at thread level multiple
+over single, with their min and max over the rounds. ardlab runs at IMB's thread level (single: IMB-MPI1 calls
+MPI_Init) except in the last.
 Noisy machine: only ratios measured in this one run mean anything.
 """
 
@@ -33,8 +36,12 @@ ALGORITHMS = {
     "openmpi": ("default", "recursive_doubling", "ring", "rabenseifner"),
 }
 IMB_LIBRARIES = ("intelmpi", "mpich")  # IMB-MPI1 is an MPICH-ABI binary
-IMB_ARGS = ("-npmin", "{ranks}", "-iter", "1000", "-time", "10", "-sync", "1")
-TOOLS = ("imb", "c", "python")  # IMB, ardlab's compiled loop, ardlab's Python loop
+# IMB's own method and limits, with its repetitions per size made ardlab's (iterations_for: at most 1000, and 256 MiB
+# reduced per size: "-iter 1000,256") and its largest size raised from 4 MiB to 16 MiB (-msglog).
+IMB_ARGS = ("-npmin", "{ranks}", "-iter", "1000,256", "-msglog", "2:24", "-time", "10", "-sync", "1")
+# IMB, then ardlab's timers (ardlab.bench.timeloop.TIMERS) at IMB's thread level (IMB-MPI1 calls MPI_Init: single),
+# and ardlab's default timer at mpi4py's default level (multiple, as the study's runs and Horovod)
+TOOLS = ("imb", "c", "c-loop", "python", "c@multiple")
 _IMB_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
 
 
@@ -93,13 +100,27 @@ def run_imb(library_name: str, algorithm: str, sizes: list[int], ranks: int) -> 
     return rows
 
 
-def run_ardlab(library_name: str, algorithm: str, sizes: list[int], ranks: int, timer: str) -> list[dict]:
+def run_ardlab(library_name: str, algorithm: str, sizes: list[int], ranks: int, tool: str) -> list[dict]:
+    """One launch of ardlab's microbenchmark: `tool` is a timer, at thread level single, or timer@level."""
     from ardlab.bench.allreduce import comparison, run_plan
+    from ardlab.comm.startup import THREAD_LEVEL_VAR
     from ardlab.driver import run_comparison
 
-    plan = run_plan(library_name, ranks=ranks, sizes=sizes, algorithms=[algorithm], timer=timer, progress=False)
+    timer, _, level = tool.partition("@")
+    plan = run_plan(library_name, ranks=ranks, sizes=sizes, algorithms=[algorithm], timer=timer, progress=False,
+                    env={THREAD_LEVEL_VAR: level or "single"})
     return [{"size_bytes": int(r["size_bytes"]), "iterations": int(r["iterations"]), "avg_us": float(r["avg_us"])}
             for r in run_comparison(comparison(plan))]
+
+
+def applicable_sizes(library_name: str, algorithm: str, sizes: list[int], ranks: int) -> list[int]:
+    """The sizes (float32) at which `algorithm` runs as itself (ardlab.bench.allreduce.applicable): both tools
+    measure only those."""
+    from ardlab.bench.allreduce import applicable
+    from ardlab.comm.libraries import algorithm as entry
+
+    alg = entry(library_name, algorithm)
+    return [s for s in sizes if applicable(alg, ranks=ranks, nodes=1, count=s // 4) is None]
 
 
 def measure(libraries: list[str], sizes: list[int], ranks: int, rounds: int, seed: int) -> list[dict]:
@@ -113,7 +134,8 @@ def measure(libraries: list[str], sizes: list[int], ranks: int, rounds: int, see
     rows = []
     for r, order in enumerate(schedule(variants, rounds=rounds, seed=seed, group="vs_imb")):
         for position, (lib, alg, tool) in enumerate(order):
-            got = run_imb(lib, alg, sizes, ranks) if tool == "imb" else run_ardlab(lib, alg, sizes, ranks, tool)
+            mine = applicable_sizes(lib, alg, sizes, ranks)
+            got = run_imb(lib, alg, mine, ranks) if tool == "imb" else run_ardlab(lib, alg, mine, ranks, tool)
             rows += [{"library": lib, "algorithm": alg, "tool": tool, "round": r, "position": position, **g}
                      for g in got]
             print(f"round {r + 1}/{rounds}: {lib} {alg} {tool}", flush=True)
@@ -129,13 +151,16 @@ def summarize(rows: list[dict]) -> list[dict]:
     out = []
     for (lib, alg, size), g in wide.groupby(level=[0, 1, 2], sort=False):
         row = {"library": lib, "algorithm": alg, "size_bytes": size, "rounds": len(g),
-               "ardlab_c_us": g["c"].median(), "ardlab_python_us": g["python"].median()}
-        if "imb" in g and g["imb"].notna().all():
-            row |= {"imb_us": g["imb"].median(), **spread("c_over_imb", g["c"] / g["imb"])}
-        else:
-            row |= {"imb_us": float("nan"), "c_over_imb": float("nan"), "c_over_imb_min": float("nan"),
-                    "c_over_imb_max": float("nan")}
-        out.append(row | spread("python_over_c", g["python"] / g["c"]))
+               "imb_us": g["imb"].median() if "imb" in g else float("nan"), "ardlab_c_us": g["c"].median(),
+               "ardlab_c_loop_us": g["c-loop"].median(), "ardlab_python_us": g["python"].median(),
+               "ardlab_c_multiple_us": g["c@multiple"].median()}
+        for name, over in (("c_over_imb", "c"), ("c_loop_over_imb", "c-loop")):
+            if "imb" in g and g["imb"].notna().all():
+                row |= spread(name, g[over] / g["imb"])
+            else:
+                row |= {name: float("nan"), f"{name}_min": float("nan"), f"{name}_max": float("nan")}
+        out.append(row | spread("python_over_c", g["python"] / g["c"])
+                   | spread("multiple_over_single", g["c@multiple"] / g["c"]))
     return out
 
 

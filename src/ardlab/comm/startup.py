@@ -1,4 +1,4 @@
-"""MPI start-up in a rank, and the tuning file the library says it loaded while starting.
+"""MPI start-up in a rank: the tuning file the library says it loaded while starting, and the thread level.
 
 Intel MPI chooses its default Allreduce algorithms, and the inner steps of some forced ones, from a tuning file
 that it picks per CPU and fabric at MPI_Init (``tuning_<cpu>_<fabric>.dat`` in its environment; ``generic`` where
@@ -29,6 +29,10 @@ NONE = "none"
 UNKNOWN = "unknown"
 # Lines the libraries print at start-up when their report settings are on (Intel MPI: "[0] MPI startup(): ...").
 _STARTUP_LINE = re.compile(r"^\[\d+\] MPI startup\(\):")
+
+# The thread levels by name, lowest first; mpi4py starts MPI at the level its variable names (default: multiple).
+THREAD_LEVELS = ("single", "funneled", "serialized", "multiple")
+THREAD_LEVEL_VAR = "MPI4PY_RC_THREAD_LEVEL"
 
 _tuning_file: str | None = None
 
@@ -72,6 +76,14 @@ def init() -> str:
         raise RuntimeError(f"{lib.display} did not load the tuning file {lib.tuning_file_var}={asked} (it loaded "
                            f"{_tuning_file} instead): name a readable file of the library's tuning format")
     return _tuning_file
+
+
+def thread_level() -> str:
+    """The thread level MPI provides in this process (MPI_Query_thread), by name; MPI must have started (init)."""
+    from mpi4py import MPI
+
+    levels = (MPI.THREAD_SINGLE, MPI.THREAD_FUNNELED, MPI.THREAD_SERIALIZED, MPI.THREAD_MULTIPLE)
+    return dict(zip(levels, THREAD_LEVELS))[MPI.Query_thread()]
 
 
 def reported_file(lib: Library, startup_output: str) -> str:
