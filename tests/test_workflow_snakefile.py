@@ -279,3 +279,53 @@ def test_tiny_study_across_nodes_with_srun(tmp_path, two_nodes):
     assert (big.net_tx_max_node_bytes_per_call >= big.size_bytes).all(), big  # the bytes went over eth0
     train = pd.concat(pd.read_csv(p) for p in (results / "raw" / "train").glob("**/*.csv"))
     assert (train.nodes == 2).all() and set(train.library) == {"mpich", "openmpi", "intelmpi"}
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_with_the_same_command(tmp_path):
+    """`workflow/run` killed with SIGKILL mid-run leaves Snakemake's lock; the same command again clears it, says so,
+    and completes the run without losing a finished round or reading a partial row."""
+    import signal
+
+    path, cfg = tiny(tmp_path, train__enabled=False, horovod__enabled=False, tuned__enabled=False,
+                     costmodel={"enabled": False})
+    raw = Path(cfg["results"]) / "raw"
+    cmd = [str(ROOT / "workflow" / "run"), "--configfile", str(path)]
+    first = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    deadline = time.monotonic() + 600
+    while not list(raw.glob("**/*.csv")) and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert first.poll() is None, "the run ended before a round finished: nothing to kill"
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    finished = {p: p.read_bytes() for p in raw.glob("**/*.csv")}
+    assert finished and list((ROOT / ".snakemake" / "locks").iterdir()), "the killed run left no lock to clear"
+    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "clearing a stale Snakemake lock" in again.stdout, again.stdout[-2000:]
+    assert all(p.read_bytes() == data for p, data in finished.items())  # finished rounds kept as they were
+    sp = pd.read_csv(Path(cfg["results"]) / "tables" / "microbench_speedup.csv")
+    assert set(sp.library) == {"mpich", "openmpi"} and (sp.rounds == 2).all()
+
+
+def test_a_live_runs_lock_is_not_cleared(tmp_path):
+    """clear-stale-lock leaves a lock alone while a Snakemake process runs in the folder, and clears it after."""
+    locks = tmp_path / ".snakemake" / "locks"
+    locks.mkdir(parents=True)
+    (locks / "0.input.lock").write_text("x")
+    called = tmp_path / "called"
+    # a stand-in for snakemake that records its call (`... --unlock --quiet` become its unused arguments)
+    unlock = [str(ROOT / "workflow" / "clear-stale-lock"), "sh", "-c", 'touch "$0"', str(called)]
+    (tmp_path / "snakemake").symlink_to("/bin/sleep")  # a live process named snakemake, running in the folder
+    live = subprocess.Popen([str(tmp_path / "snakemake"), "60"], cwd=tmp_path)
+    try:
+        proc = subprocess.run(unlock, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    finally:
+        live.kill()
+        live.wait()
+    assert proc.returncode == 0 and "held by a live Snakemake" in proc.stderr, proc.stderr
+    assert not called.exists()
+    proc = subprocess.run(unlock, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "clearing a stale Snakemake lock" in proc.stdout, proc.stdout + proc.stderr
+    assert called.exists()
