@@ -57,24 +57,31 @@ def test_models_tell_ring_from_recursive_doubling_at_4_nodes():
         model("ring", 3, 1)
 
 
-def test_earlier_files_still_read(tmp_path):
-    # the committed reference runs' microbenchmark rows were written before the network columns existed
-    files = sorted(glob.glob(str(ROOT / "results/runs/reference-a/raw/microbench/*/*.csv")))[:2]
-    b = read.bench(files)
-    assert len(b) and (b.link_rate == "").all() and b.net_tx_bytes_per_call.isna().all()
-    # training rows of every earlier header: a committed row cut down to it
+def _cut_down(tmp_path, kind: str, pattern: str):
+    """(header, fill, frame): the first committed row matching `pattern`, written under each earlier header of
+    `kind` and read back."""
     from ardlab.results import EARLIER_COLUMNS
 
-    (row,) = list(csv.DictReader(open(sorted(glob.glob(str(ROOT / "results/runs/reference-a/raw/train/*/*/*.csv")))[0])))[:1]
-    for i, (header, fill) in enumerate(EARLIER_COLUMNS["train"]):
-        path = tmp_path / f"train{i}.csv"
+    (row,) = list(csv.DictReader(open(sorted(glob.glob(str(ROOT / pattern)))[0])))[:1]
+    for i, (header, fill) in enumerate(EARLIER_COLUMNS[kind]):
+        path = tmp_path / f"{kind}{i}.csv"
         with open(path, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=header, extrasaction="ignore")
             w.writeheader()
             w.writerow(row)
-        t = read.train([str(path)])
+        yield header, fill, (read.bench if kind == "bench" else read.train)([str(path)])
+
+
+def test_earlier_files_still_read(tmp_path):
+    # the cluster runs' microbenchmark rows were written before the start-up and timer columns existed
+    b = read.bench(sorted(glob.glob(str(ROOT / "results/runs/cluster-2nodes/raw/microbench/*/*.csv")))[:2])
+    assert len(b) and (b.timer == "python").all() and (b.mpi_tuning_file == "").all() and (b.link_rate != "").all()
+    # rows of every earlier header: a committed row cut down to it; every column added since takes its fill
+    for header, fill, b in _cut_down(tmp_path, "bench", "results/runs/reference-a/raw/microbench/*/*.csv"):
+        assert len(b) == 1 and (b.timer == "python").all() and (b.mpi_thread_level == "").all(), header
+    for header, fill, t in _cut_down(tmp_path, "train", "results/runs/reference-a/raw/train/*/*/*.csv"):
         assert len(t) == 1, header
-        for column, value in fill.items():  # every column added since takes its fill
+        for column, value in fill.items():
             got = t[column].iloc[0]
             assert (got == int(value)) if column == "nodes" else pd.isna(got) or got == value, (header, column, got)
         if "nodes" in fill:

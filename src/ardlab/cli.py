@@ -22,7 +22,6 @@ from ardlab.plan import LAUNCHERS
 
 def _info(args: argparse.Namespace) -> int:
     from ardlab.comm.launch import env_prefix
-
     from ardlab.comm.startup import cpu
 
     c = cpu()
