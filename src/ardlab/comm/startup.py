@@ -47,9 +47,15 @@ def init() -> str:
     if "mpi4py.MPI" in sys.modules:
         _tuning_file = UNKNOWN
         return _tuning_file
-    # The library is known only once MPI runs: every library's report settings go in (each its own namespace).
-    added = {k: v for lib in LIBRARIES.values() for k, v in lib.tuning_report_env.items() if k not in os.environ}
+    # The library is known only once MPI runs: every library's report settings go in (each its own namespace). A
+    # level the caller set below the report's is raised for the start-up and put back after (its lines then show).
+    wanted = {k: v for lib in LIBRARIES.values() for k, v in lib.tuning_report_env.items()}
+    added = {k: v for k, v in wanted.items() if not os.environ.get(k)}  # unset or empty: the caller asked nothing
+    lowered = {k: os.environ[k] for k, v in wanted.items()
+               if os.environ.get(k, "").isdigit() and v.isdigit() and int(os.environ[k]) < int(v)}
+    before = {k: os.environ.get(k) for k in added}
     os.environ.update(added)
+    os.environ.update({k: wanted[k] for k in lowered})
     sys.stdout.flush()
     saved = os.dup(1)
     with tempfile.TemporaryFile() as captured:
@@ -59,8 +65,12 @@ def init() -> str:
         finally:
             os.dup2(saved, 1)
             os.close(saved)
-            for k in added:
-                del os.environ[k]
+            for k, v in before.items():
+                if v is None:
+                    del os.environ[k]
+                else:
+                    os.environ[k] = v
+            os.environ.update(lowered)
             captured.seek(0)
             text = captured.read().decode(errors="replace")
             shown = [ln for ln in text.splitlines(keepends=True) if not (added and _STARTUP_LINE.match(ln))]
