@@ -24,7 +24,7 @@ from ardlab import cluster
 from ardlab.cluster import network
 from ardlab.comm import launch, library
 from ardlab.comm.libraries import LIBRARIES, tuning_family, wire_family
-from ardlab.comm.probe import probe
+from ardlab.comm.probe import probe, probe_switched
 from ardlab.comm.traffic import model
 from conftest import leftovers
 
@@ -236,6 +236,18 @@ def test_breakpoint_probe_under_srun(four_nodes, lib, forced, other, monkeypatch
 def test_mpich_fallback_probe_under_srun(four_nodes, monkeypatch):
     monkeypatch.setenv("SLURM_CONF", str(four_nodes.conf))
     assert probe("mpich", "ring", ranks=3, nodes=3, launcher="srun", noncommutative=True) == {"fallback:ring": 3}
+
+
+def test_switched_inside_one_launch_as_launched(four_nodes, monkeypatch):
+    """2 nodes x 2 ranks, where Open MPI's default is coll/han's: each phase of one switched launch runs what a launch
+    with that algorithm's settings runs (ardlab.comm.switch; MPICH: its fallback messages)."""
+    monkeypatch.setenv("SLURM_CONF", str(four_nodes.conf))
+    names = ["default", "ring", "default"]
+    phases = probe_switched("openmpi", names, ranks=4, nodes=2, launcher="srun", count=1 << 18)
+    for name, hits in zip(names, phases):
+        assert hits == probe("openmpi", name, ranks=4, nodes=2, launcher="srun", count=1 << 18), name
+    phases = probe_switched("mpich", names, ranks=4, nodes=2, launcher="srun", noncommutative=True)
+    assert phases == [{}, {"fallback:ring": 3}, {}]
 
 
 def test_crashes_recovered_and_cleaned_up(four_nodes):

@@ -88,6 +88,25 @@ class Algorithm:
 
 
 @dataclass(frozen=True)
+class Switching:
+    """How a library's forced Allreduce algorithm can change inside a running launch, through the MPI_T control
+    variables (cvars) behind the settings that force it at launch (ardlab.comm.switch writes them).
+
+    The cvar of a setting is its name less `cvar_prefix`. `takes_effect` says when a written value reaches the
+    Allreduce: "call" (the next call reads it) or "communicator" (a communicator made after the write; older ones
+    keep theirs). `force` stands in for the launch-time ``Library.force_env``, whose own variables cannot change
+    after MPI_Init; `launch_env` is what a launch that switches needs from the start. `proof` says how the tests
+    showed it (tests/test_comm_switch.py).
+    """
+
+    takes_effect: str  # "call" | "communicator"
+    force: Mapping[str, str]
+    launch_env: Mapping[str, str] = field(default_factory=dict)
+    cvar_prefix: str = ""
+    proof: str = ""
+
+
+@dataclass(frozen=True)
 class Library:
     """One MPI library: packages, recognition, launcher, and Allreduce algorithms."""
 
@@ -128,6 +147,10 @@ class Library:
     # The CPU names of the tuning files under which every traffic fact of this library's algorithms was observed
     # (tests/test_cluster.py); under any other file an algorithm with a traffic_by_tuning has no traffic model.
     traffic_observed_under: tuple[str, ...] = ()
+    # How the forced algorithm can change inside a launch (ardlab.comm.switch); None: only at launch, with the
+    # reason in `switching_note`.
+    switching: Switching | None = None
+    switching_note: str = ""
 
     def tuned_env(self, path: str | os.PathLike) -> dict[str, str]:
         """The settings that make this library use the tuned selection in `path`."""
@@ -226,6 +249,10 @@ MPICH = Library(
     # The JSON replaces MPICH's whole built-in selection tree, so it must cover every collective.
     tuning_env={"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": "{path}", "MPIR_CVAR_DEVICE_COLLECTIVES": "none"},
     tuning_suffix=".json",
+    switching=Switching(
+        takes_effect="call", force={"MPIR_CVAR_DEVICE_COLLECTIVES": "none"},
+        proof="one launch of 2 ranks switched default -> ring -> default -> ring: MPIR_CVAR_COLLECTIVE_FALLBACK=print "
+              "shows ring's non-commutative fallback in each ring phase only"),
     notes="Proof that a forced algorithm runs: MPIR_CVAR_COLLECTIVE_FALLBACK=print prints "
           "'... cannot be applied' when the forced algorithm does not apply.",
 )
@@ -274,6 +301,15 @@ OPENMPI = Library(
     tuning_env={"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_dynamic_rules_filename": "{path}",
                 "OMPI_MCA_coll": "^han"},
     tuning_suffix=".rules",
+    # coll/tuned copies its forced algorithm into a communicator's module when the communicator is made; coll/han
+    # (which force_env excludes at launch) is kept out of a new communicator by its priority instead. With
+    # use_dynamic_rules on and nothing forced, tuned falls through to the same fixed rules as with it off (the
+    # default's symbols at 2 nodes x 2 ranks were the same either way: han, tuned's fixed decision, its algorithms).
+    switching=Switching(
+        takes_effect="communicator", force={"coll_han_priority": "0"},
+        launch_env={"OMPI_MCA_coll_tuned_use_dynamic_rules": "1"}, cvar_prefix="OMPI_MCA_",
+        proof="gdb breakpoints: after the writes, a Dup of COMM_WORLD runs the algorithm a launch with its settings "
+              "runs (2 nodes x 2 ranks: ring; default: han's, as without the switch); COMM_WORLD keeps its own"),
     notes="Proof that a forced algorithm runs: gdb breakpoints on ompi_coll_base_allreduce_intra_* "
           "(verbose output does not show the per-call algorithm).",
 )
@@ -357,6 +393,10 @@ INTELMPI = Library(
     # A file it cannot read is followed by "Tuning file ... was not loaded! Load default tuning file: ...".
     tuning_report=r'MPI startup\(\): .*Load (?:default )?tuning file: "(?P<path>[^"]*)"',
     traffic_observed_under=("generic", "emr", "spr"),
+    switching_note="I_MPI_ADJUST_ALLREDUCE's cvar (MPIR_CVAR_USE_ALLREDUCE, a string) takes a write and reads it "
+                   "back, but neither COMM_WORLD nor a communicator made after it changes algorithm (gdb breakpoints: "
+                   "the launch's forced one keeps running); Intel MPI builds its selection at MPI_Init. One launch "
+                   "per algorithm.",
     notes="Proof that a forced algorithm runs: gdb breakpoints on the library's internal "
           "Allreduce algorithm functions; I_MPI_DEBUG only echoes the setting.",
 )

@@ -27,6 +27,8 @@ from ardlab.comm.libraries import library
 
 HIT = "ARDLAB-HIT"
 MARK = "ARDLAB-PROBE-START"
+PHASE = "ARDLAB-PROBE-PHASE"
+SWITCHING = "switching"
 _FALLBACK_RE = re.compile(r"Allreduce (\w+) cannot be applied")
 
 
@@ -39,10 +41,11 @@ def gdb_script(syms: list[str]) -> str:
     lines = ["set breakpoint pending on", "set pagination off", "set confirm off"]
     for s in syms:
         lines += [f"break {s}", "commands", "silent", f'printf "{HIT} {s}\\n"', "continue", "end"]
-    return "\n".join(lines + ["run", "quit", ""])
+    # gdb's own exit status is 0 whatever the program did: pass the program's on (1 if a signal ended it)
+    return "\n".join(lines + ["run", "if $_isvoid($_exitcode)", "quit 1", "end", "quit $_exitcode", ""])
 
 
-def _worker(count: int, calls: int, noncommutative: bool) -> None:
+def _worker(count: int, calls: int, noncommutative: bool, switch: list[str] | None = None) -> None:
     import numpy as np
     from mpi4py import MPI
 
@@ -52,15 +55,39 @@ def _worker(count: int, calls: int, noncommutative: bool) -> None:
         op = MPI.Op.Create(lambda a, b, dt: None, commute=False)  # a no-op, declared non-commutative
     x = np.ones(count, np.float32)
     y = np.empty_like(x)
+    if switch:
+        _phases(comm, switch, lambda c: [c.Allreduce(x, y, op=op) for _ in range(calls)])
+        return
+    _mark(comm, MARK)
+    for _ in range(calls):
+        comm.Allreduce(x, y, op=op)
+
+
+def _mark(comm, text: str) -> None:
+    """Print `text` on both streams once every rank got here, and let every rank's line reach the launcher before
+    any rank goes on. MPICH prints its fallback messages on stderr, gdb its hits on stdout: one rank's lines stay in
+    order on each."""
     comm.Barrier()
-    # The mark goes to stderr, where MPICH prints its fallback messages, so one rank's lines stay in order;
-    # the barriers and the pause let every rank's mark reach the launcher before any timed call starts.
-    print(MARK, file=sys.stderr, flush=True)
+    print(text, flush=True)
+    print(text, file=sys.stderr, flush=True)
     comm.Barrier()
     time.sleep(0.2)
     comm.Barrier()
-    for _ in range(calls):
-        comm.Allreduce(x, y, op=op)
+
+
+def _phases(comm, algorithms: list[str], calls) -> None:
+    """One phase per algorithm, switched inside this launch (ardlab.comm.switch): the phase's mark, then `calls`
+    on the communicator the switch returns."""
+    from ardlab.comm.libraries import detect
+    from ardlab.comm.switch import Switch
+    from mpi4py import MPI
+
+    with Switch(detect(MPI.Get_library_version())[0].name, comm) as sw:
+        for i, name in enumerate(algorithms):
+            _mark(comm, f"{PHASE} {i} {name} {SWITCHING}")  # what the switch itself calls (a Dup) counts nowhere
+            use = sw.to(name)
+            _mark(comm, f"{PHASE} {i} {name}")
+            calls(use)
 
 
 def _command(library_name: str, ranks: int, nodes: int, launcher: str, argv: list[str], algorithm: str,
@@ -89,20 +116,73 @@ def probe(
 ) -> Counter:
     """Run `calls` Allreduces of `count` floats with `algorithm` forced; count what the library reports.
 
-    Returns a Counter: internal symbol -> hits (symbol probes, all ranks) or, for MPICH,
-    "fallback:<algorithm>" -> messages printed after the start mark. With `program` (a Python argv, e.g. a
+    Returns a Counter of what was reported after every rank's start mark: internal symbol -> hits (symbol
+    probes, all ranks) or, for MPICH, "fallback:<algorithm>" -> messages. With `program` (a Python argv, e.g. a
     Horovod training run) that program runs on the ranks instead of the probe worker and every call counts.
     With launcher "srun" the ranks are spread over `nodes` nodes of a Slurm cluster (the emulated one too).
     """
-    lib = library(library_name)
     argv = ["-m", "ardlab.comm.probe", "--worker", "--count", str(count), "--calls", str(calls)]
     if noncommutative:
         argv.append("--noncommutative")
     if program is not None:
         argv = list(program)
+    stdout, stderr = _launch(library_name, algorithm, ranks, nodes, launcher, argv, extra_env or {}, timeout)
+    hits: Counter = Counter()
+    by_symbols = bool(symbols(library_name))
+    marks = 0 if program is None else ranks  # the worker: count only once every rank passed its mark
+    for line in (stdout if by_symbols else stderr).splitlines():
+        marks += line.count(MARK)
+        if marks < ranks:
+            continue
+        if by_symbols and line.startswith(HIT):
+            hits[line.split()[1]] += 1
+        elif not by_symbols and (m := _FALLBACK_RE.search(line)):
+            hits[f"fallback:{m.group(1)}"] += 1
+    return hits
+
+
+def probe_switched(library_name: str, algorithms: list[str], *, ranks: int = 2, count: int = 4096, calls: int = 3,
+                   noncommutative: bool = False, timeout: float = 300, extra_env: dict[str, str] | None = None,
+                   nodes: int = 1, launcher: str = "local") -> list[Counter]:
+    """One launch at the default that switches through `algorithms` (ardlab.comm.switch), `calls` Allreduces in
+    each phase; what the library reported in each phase, as ``probe`` counts it."""
+    lib = library(library_name)
+    if lib.switching is None:
+        raise ValueError(f"{lib.display} cannot switch inside a launch: {lib.switching_note}")
+    argv = ["-m", "ardlab.comm.probe", "--worker", "--count", str(count), "--calls", str(calls),
+            "--switch", ",".join(algorithms)] + (["--noncommutative"] if noncommutative else [])
+    env = {**lib.switching.launch_env, **(extra_env or {})}
+    stdout, stderr = _launch(library_name, "default", ranks, nodes, launcher, argv, env, timeout)
+    phases = [Counter() for _ in algorithms]
+    seen: Counter = Counter()
+    current, reached = -1, -1
+    by_symbols = bool(symbols(library_name))
+    for line in (stdout if by_symbols else stderr).splitlines():
+        if line.startswith(PHASE):
+            fields = line.split()
+            i, switching = int(fields[1]), fields[-1] == SWITCHING
+            seen[i, switching] += 1
+            if seen[i, switching] == ranks:
+                current = -1 if switching else i
+                reached = max(reached, current)
+        elif current >= 0 and by_symbols and line.startswith(HIT):
+            phases[current][line.split()[1]] += 1
+        elif current >= 0 and not by_symbols and (m := _FALLBACK_RE.search(line)):
+            phases[current][f"fallback:{m.group(1)}"] += 1
+    if reached != len(algorithms) - 1:
+        raise RuntimeError(f"{lib.display} switched probe: the ranks reached phase {reached + 1} of {len(algorithms)}"
+                           f":\n{(stdout + stderr)[-3000:]}")
+    return phases
+
+
+def _launch(library_name: str, algorithm: str, ranks: int, nodes: int, launcher: str, argv: list[str],
+            extra: dict[str, str], timeout: float) -> tuple[str, str]:
+    """Run `argv` on the ranks with `algorithm` forced, under gdb with a breakpoint on each of the library's
+    algorithm functions (or, MPICH, with its fallback messages on); (stdout, stderr)."""
+    lib = library(library_name)
     syms = symbols(library_name)
+    extra = dict(extra)
     with tempfile.TemporaryDirectory(prefix="ardlab-probe-") as tmp:
-        extra = dict(extra_env or {})
         if syms:
             gdb = shutil.which("gdb")
             if gdb is None:
@@ -117,22 +197,10 @@ def probe(
             extra["MPIR_CVAR_COLLECTIVE_FALLBACK"] = "print"
             cmd, env = _command(library_name, ranks, nodes, launcher, argv, algorithm, extra)
         proc = launch.execute(cmd, env, timeout=timeout)
-    out = proc.stdout + proc.stderr
     if proc.returncode != 0:
-        raise RuntimeError(f"{lib.display} probe of {algorithm!r} failed (exit {proc.returncode}):\n{out[-3000:]}")
-    hits: Counter = Counter()
-    if syms:
-        for line in out.splitlines():
-            if line.startswith(HIT):
-                hits[line.split()[1]] += 1
-    else:
-        marks = 0 if program is None else ranks  # the worker: count only once every rank passed its mark
-        for line in proc.stderr.splitlines():
-            marks += line.count(MARK)
-            m = _FALLBACK_RE.search(line)
-            if marks >= ranks and m:
-                hits[f"fallback:{m.group(1)}"] += 1
-    return hits
+        raise RuntimeError(f"{lib.display} probe of {algorithm!r} failed (exit {proc.returncode}):\n"
+                           f"{(proc.stdout + proc.stderr)[-3000:]}")
+    return proc.stdout, proc.stderr
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,8 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--count", type=int, default=4096)
     p.add_argument("--calls", type=int, default=3)
     p.add_argument("--noncommutative", action="store_true")
+    p.add_argument("--switch", help="algorithms to switch through inside the launch, comma-separated")
     a = p.parse_args(argv)
-    _worker(a.count, a.calls, a.noncommutative)
+    _worker(a.count, a.calls, a.noncommutative, a.switch.split(",") if a.switch else None)
     return 0
 
 
