@@ -28,8 +28,10 @@ SHOWN = {
 
 def execute(plan: RunPlan) -> list[dict] | None:
     """Run `plan` in this MPI process; rank 0 writes plan.output and returns its rows (None elsewhere)."""
+    from ardlab.bench import callsizes
     from ardlab.comm import detect, startup
 
+    callsizes.load_if_asked()  # ahead of the MPI library, where the run counts its Allreduce calls
     startup.init()
     from mpi4py import MPI
 

@@ -1,0 +1,182 @@
+"""The Allreduce calls a training run hands MPI, measured: every call's size and operation, on every rank.
+
+The message sizes a study should benchmark are the ones training issues: ardlab.nn's per-layer or bucketed calls,
+Horovod's fused buffers (whose sizes depend on what is ready within a cycle) and its own coordination calls. They
+are counted, not derived: ``callsizes.c``, built per environment, wraps MPI_Allreduce; a rank whose environment
+names a folder in ARDLAB_CALLSIZES loads it before its MPI library (``load_if_asked``, called by ardlab.rank) and
+writes its counts there at MPI_Finalize.
+
+    python -m ardlab.bench.callsizes build          # for this environment's MPI (containers/install-env)
+    python -m ardlab.bench.callsizes measure --library mpich --ranks 2 --output results/benchmarks/allreduce_sizes.csv
+    python -m ardlab.bench.callsizes summary results/benchmarks/allreduce_sizes*.csv \
+        --output results/benchmarks/allreduce_sizes_summary.csv
+
+The table has one row per run, operation and size (rank 0's counts; every rank's must agree, or it is an error):
+framework, model, library, ranks, setting (ardlab.nn's parallel mode and bucket, Horovod's fusion threshold),
+steps (every training step of the run, warm-up included), op, bytes, calls, calls_per_step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from ardlab.bench.timeloop import compile_against
+
+SOURCE = Path(__file__).with_name("callsizes.c")
+LIBRARY_FILE = "libardlab_callsizes.so"
+ENV = "ARDLAB_CALLSIZES"  # the folder a rank writes its counts to; unset: nothing is loaded or counted
+COLUMNS = ["framework", "model", "library", "library_version", "ranks", "setting", "steps", "op", "bytes", "calls",
+           "calls_per_step"]
+FRAMEWORKS = ("nn", "tensorflow")
+
+
+def library_path(prefix: str | Path | None = None) -> Path:
+    return Path(prefix or sys.prefix) / "lib" / LIBRARY_FILE
+
+
+def build(prefix: str | Path | None = None) -> Path:
+    """Compile callsizes.c against the MPI of the environment at `prefix` (default: this interpreter's)."""
+    return compile_against(SOURCE, LIBRARY_FILE, prefix, "the Allreduce call counter")
+
+
+def load_if_asked() -> None:
+    """Where ARDLAB_CALLSIZES is set: load the counter ahead of the MPI library (before mpi4py or Horovod load it),
+    so their MPI_Allreduce resolves to it."""
+    if not os.environ.get(ENV):
+        return
+    if "mpi4py.MPI" in sys.modules:
+        raise RuntimeError(f"{ENV} is set, but MPI was loaded before the call counter could be")
+    path = library_path()
+    if not path.is_file():
+        raise FileNotFoundError(f"the Allreduce call counter {path} is missing: set up the environment again "
+                                f"(containers/setup-envs), or build it with `{sys.executable} -m "
+                                "ardlab.bench.callsizes build`")
+    ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+
+
+def read(folder: str | Path, ranks: int):
+    """Every rank's counts from `folder` as one table (rank 0's), after checking that all ranks made the same
+    calls (an Allreduce is collective: any difference is a fault of the counting)."""
+    import pandas as pd
+
+    tables = []
+    for r in range(ranks):
+        path = Path(folder) / f"rank{r}.csv"
+        if not path.is_file():
+            raise RuntimeError(f"rank {r} wrote no Allreduce counts ({path}): did it reach MPI_Finalize?")
+        t = pd.read_csv(path).sort_values(["op", "bytes"]).reset_index(drop=True)
+        if (t["op"] == "overflow").any():
+            raise RuntimeError(f"rank {r} made Allreduce calls of more distinct sizes than the counter holds")
+        tables.append(t)
+    for r, t in enumerate(tables[1:], start=1):
+        if not t.equals(tables[0]):
+            raise RuntimeError(f"rank {r}'s Allreduce calls differ from rank 0's:\n{t}\n{tables[0]}")
+    return tables[0]
+
+
+def _plan(framework: str, library_name: str, ranks: int, model: str, folder: str, setting: dict, steps: int):
+    env = {ENV: folder}
+    if framework == "nn":
+        from ardlab.nn import trainer
+
+        return trainer.run_plan(library_name, ranks=ranks, threads=1, progress=False, env=env, options={
+            "model": model, "dataset": "synthetic", "batch_per_rank": 16, "steps": steps, **setting})
+    from ardlab.horovod import train
+
+    return train.run_plan(library_name, ranks=ranks, threads=1, progress=False, env=env, knobs=setting, options={
+        "model": model, "batch_per_rank": 16, "warmup_batches": 1, "batches_per_iter": steps - 1, "iterations": 1})
+
+
+def measure(framework: str, library_name: str, ranks: int, model: str, *, setting: dict | None = None,
+            steps: int = 4) -> list[dict]:
+    """One training run of `steps` steps with every Allreduce counted; its rows (see the module's docstring)."""
+    import csv
+
+    from ardlab import driver
+
+    if framework not in FRAMEWORKS:
+        raise ValueError(f"unknown framework {framework!r}; valid: {', '.join(FRAMEWORKS)}")
+    if steps < 2:
+        raise ValueError(f"steps must be >= 2 (one warm-up, one timed), got {steps}")
+    setting = dict(setting or ({"parallel_mode": "blocking"} if framework == "nn" else {"fusion_threshold_mb": 64}))
+    with tempfile.TemporaryDirectory(prefix="ardlab-callsizes-") as folder:
+        plan = _plan(framework, library_name, ranks, model, folder, setting, steps)
+        plan.output = str(Path(folder) / "row.csv")
+        driver.run_training(plan)
+        with open(plan.output, newline="") as f:
+            summary = next(csv.DictReader(f))
+        counts = read(folder, ranks)
+    label = ";".join(f"{k}={v}" for k, v in sorted(setting.items()))
+    return [{"framework": framework, "model": model, "library": library_name,
+             "library_version": summary["library_version"], "ranks": ranks, "setting": label, "steps": steps,
+             "op": c.op, "bytes": int(c.bytes), "calls": int(c.calls), "calls_per_step": f"{c.calls / steps:g}"}
+            for c in counts.itertuples()]
+
+
+def summary(table):
+    """Per framework, model, library and ranks: the gradient traffic of one step (operation sum) and Horovod's
+    coordination calls (any other operation): calls and MiB per step, the size below which half of the bytes
+    go (bytes-weighted median) and the largest call, in KiB (rounded)."""
+    import numpy as np
+    import pandas as pd
+
+    out = []
+    for key, g in table.groupby(["framework", "model", "library", "ranks"], sort=True):
+        sums = g[g["op"] == "sum"].sort_values("bytes")
+        weight = sums["bytes"] * sums["calls"]
+        half = sums["bytes"].to_numpy()[np.searchsorted(weight.cumsum().to_numpy(), weight.sum() / 2)]
+        steps = g["steps"].iloc[0]
+        out.append(dict(zip(["framework", "model", "library", "ranks"], key), **{
+            "sum_calls_per_step": round(sums["calls"].sum() / steps, 2),
+            "sum_mib_per_step": round(weight.sum() / steps / 2**20, 2),
+            "half_bytes_below_kib": int(round(half / 1024)),
+            "largest_kib": int(round(sums["bytes"].max() / 1024)),
+            "other_calls_per_step": int(round(g.loc[g["op"] != "sum", "calls"].sum() / steps)),
+            "other_ops": ";".join(f"{op}:{b}B" for op, b in
+                                  g.loc[g["op"] != "sum", ["op", "bytes"]].drop_duplicates().itertuples(index=False)),
+        }))
+    return pd.DataFrame(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ardlab.bench.callsizes", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="action", required=True)
+    b = sub.add_parser("build", help="compile the counter for this environment's MPI")
+    b.add_argument("--prefix", default=None, help="the environment (default: this interpreter's)")
+    m = sub.add_parser("measure", help="count the Allreduce calls of training runs, both frameworks")
+    m.add_argument("--library", required=True)
+    m.add_argument("--ranks", type=int, default=2)
+    m.add_argument("--models", nargs="+", default=["alexnet", "resnet20", "vgg16"])
+    m.add_argument("--frameworks", nargs="+", default=list(FRAMEWORKS), choices=FRAMEWORKS)
+    m.add_argument("--steps", type=int, default=4)
+    m.add_argument("--output", required=True, help="the CSV to write (atomically)")
+    t = sub.add_parser("summary", help="per framework and model: the calls of one step (a CSV and Markdown)")
+    t.add_argument("tables", nargs="+", help="CSVs written by measure")
+    t.add_argument("--output", required=True, help="the summary's path (.csv; .md beside it)")
+    a = p.parse_args(argv)
+    if a.action == "summary":
+        import pandas as pd
+
+        from ardlab.results import save_frame
+
+        print(*save_frame(summary(pd.concat([pd.read_csv(f) for f in a.tables])), a.output))
+        return 0
+    if a.action == "build":
+        print(f"built {build(a.prefix)}")
+        return 0
+    from ardlab.results import write_csv
+
+    rows = [row for fw in a.frameworks for model in a.models
+            for row in measure(fw, a.library, a.ranks, model, steps=a.steps)]
+    write_csv(a.output, COLUMNS, rows)
+    print(f"wrote {len(rows)} rows to {a.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""The Allreduce call counter (ardlab.bench.callsizes): exact on calls a program makes itself, on every library, and
+its training counts checked against the model's own parameters (an independent reference)."""
+
+import pytest
+
+from ardlab.bench import callsizes
+from conftest import mpirun
+
+# Known calls: 3 x 10 float64 sums, one 4-int32 max, one in-place 1000-float32 sum (mpi4py makes them through the
+# large-count MPI_Allreduce_c where the library has it: MPICH, Intel MPI).
+PROGRAM = """
+from ardlab.bench import callsizes
+callsizes.load_if_asked()
+import numpy as np
+from mpi4py import MPI
+c = MPI.COMM_WORLD
+x = np.ones(10); y = np.empty_like(x)
+for _ in range(3):
+    c.Allreduce(x, y)
+c.Allreduce(np.ones(4, np.int32), np.empty(4, np.int32), op=MPI.MAX)
+c.Allreduce(MPI.IN_PLACE, np.ones(1000, np.float32))
+"""
+
+
+def test_counts_exactly_what_a_program_calls(library, tmp_path):
+    mpirun(library, 2, ["-c", PROGRAM], extra_env={callsizes.ENV: str(tmp_path)})
+    table = callsizes.read(tmp_path, 2)
+    assert sorted(map(tuple, table[["bytes", "op", "calls"]].values.tolist())) == [
+        (16, "max", 1), (80, "sum", 3), (4000, "sum", 1)]
+
+
+def test_ranks_that_disagree_are_an_error(tmp_path):
+    (tmp_path / "rank0.csv").write_text("bytes,op,calls\n80,sum,3\n")
+    (tmp_path / "rank1.csv").write_text("bytes,op,calls\n80,sum,2\n")
+    with pytest.raises(RuntimeError, match="rank 1's Allreduce calls differ"):
+        callsizes.read(tmp_path, 2)
+    with pytest.raises(RuntimeError, match="rank 2 wrote no Allreduce counts"):
+        callsizes.read(tmp_path, 3)
+
+
+def _parameter_bytes(model: str) -> list[int]:
+    """Bytes of each trainable array of ardlab.nn's `model` on the synthetic CIFAR-sized input (float32)."""
+    from ardlab.nn.models import get
+
+    return sorted(4 * layer.params[k].size for layer, k in get(model, (32, 32, 3), 10).parameters())
+
+
+@pytest.mark.parametrize("framework", callsizes.FRAMEWORKS)
+def test_a_steps_gradient_bytes_are_the_models_parameters(framework):
+    """ardlab.nn (blocking mode) sums each parameter array once per step; Horovod fuses them as they come ready, but
+    the summed bytes of its steps are still the parameters' (fusion only groups them). Both add one sum at the end of
+    the run: the summary's loss, accuracy and top-5 (3 float64)."""
+    steps = 3
+    rows = callsizes.measure(framework, "mpich", 2, "simplecnn", steps=steps)
+    params = _parameter_bytes("simplecnn")
+    sums = [r for r in rows if r["op"] == "sum"]
+    metrics = 3 * 8
+    if framework == "nn":
+        assert [r for r in sums if r["calls"] % steps] == [r for r in sums if r["bytes"] == metrics]
+        grads = sorted(r["bytes"] for r in sums if r["bytes"] != metrics for _ in range(r["calls"] // steps))
+        assert grads == params
+        assert len(sums) == len(rows)
+    else:
+        assert sum(r["bytes"] * r["calls"] for r in sums) - metrics == steps * sum(params)
+        assert {r["op"] for r in rows} <= {"sum", "band", "bor"}
