@@ -40,6 +40,7 @@ wildcard_constraints:
 include: "workflow/rules/common.smk"
 include: "workflow/rules/measure.smk"
 include: "workflow/rules/tune.smk"
+include: "workflow/rules/picks.smk"
 include: "workflow/rules/report.smk"
 
 rule all:

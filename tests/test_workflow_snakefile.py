@@ -90,6 +90,9 @@ def snakemake(*args, timeout=1800, env=None):
      "config key 'library_env.openmpi': OMPI_MCA_coll_tuned_use_dynamic_rules is how ardlab forces"),
     ({"library_env": {"openmpi": {"not-a-name": 1}}}, "not-a-name"),
     ({"reference": "/nonexistent/run"}, "config key 'reference'"),
+    ({"train__picks": ["best"], "train__ranks": [1], "max_ranks": 2}, "config key 'train.picks': the algorithms are "
+     "picked from the microbenchmark at the training's scale, which does not measure 1 node(s) x 1 ranks"),
+    ({"horovod__picks": ["fastest"]}, "fastest"),
 ])
 def test_bad_config_rejected_with_the_key(tmp_path, changes, message):
     _, cfg = tiny(tmp_path, **changes)
@@ -183,6 +186,24 @@ def test_lint_is_clean():
     assert "Lints for" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
 
 
+def test_a_training_group_reads_its_own_scales_selection():
+    """The cluster pipeline: a training group across nodes measures the tuned file made from the microbenchmark at its
+    own scale, and its picks come from that scale's rows and the calls one launch of the group made."""
+    cfg = study.load(ROOT / "workflow" / "config" / "cluster.yaml")
+    jobs = study.jobs(cfg)
+    job = next(j for j in jobs["horovod"] if (j.nodes, j.ranks, j.model) == (2, 4, "vgg16"))
+    results = Path(cfg["results"])
+    assert commands.inputs(job, cfg) == [str(results / "tuned" / f"{lib}-n2-r4{library(lib).tuning_suffix}")
+                                         for lib in cfg["libraries"]] + [
+        str(results / "picks" / "horovod" / "vgg16-f64" / "n2-r4.csv")]
+    assert commands.bench_files(cfg, jobs, 2, 4) == [str(results / f"raw/microbench/n2-r4/round{r}.csv")
+                                                     for r in range(cfg["rounds"])]
+    c = commands.comparison(job, cfg, "out.csv")
+    assert c.picks == {lib: ["best", "worst"] for lib in cfg["libraries"]}
+    assert {v.algorithm for v in c.variants} == {"default", "tuned"}
+    assert not jobs["microbench_tuned"]  # no one-node tuned phase in the cluster study
+
+
 def test_full_study_dag_builds():
     t0 = time.perf_counter()
     proc = snakemake("-n", "--quiet", "all", "--configfile", "workflow/config/full.yaml", timeout=300)
@@ -271,7 +292,8 @@ def test_tiny_study_under_real_slurm(tmp_path, two_nodes):
 def test_tiny_study_across_nodes_with_srun(tmp_path, two_nodes):
     # launcher srun without images: the environments' own ardlab on both nodes, each library with its PMI
     results = _slurm_study(tmp_path, two_nodes, launcher="srun", max_nodes=2, link_rate="1gbit",
-                           microbench__nodes=[2], train__nodes=[2], tuned={"enabled": False})
+                           microbench__nodes=[2], train__nodes=[2], train__picks=["best", "worst"],
+                           tuned={"enabled": True, "ranks": 2, "microbench": False})
     raw = pd.concat(pd.read_csv(p) for p in (results / "raw" / "microbench").glob("**/*.csv"))
     assert set(raw.library) == {"mpich", "openmpi", "intelmpi"}
     assert (raw.nodes == 2).all() and (raw.link_rate == "1gbit").all()
@@ -279,6 +301,16 @@ def test_tiny_study_across_nodes_with_srun(tmp_path, two_nodes):
     assert (big.net_tx_max_node_bytes_per_call >= big.size_bytes).all(), big  # the bytes went over eth0
     train = pd.concat(pd.read_csv(p) for p in (results / "raw" / "train").glob("**/*.csv"))
     assert (train.nodes == 2).all() and set(train.library) == {"mpich", "openmpi", "intelmpi"}
+    # the pipeline: the group's calls counted, the picks made from them and the microbenchmark, both measured
+    # beside the default and the tuned file of this scale
+    calls = pd.read_csv(results / "callsizes" / "train" / "simplecnn-blocking" / "n2-r2.csv")
+    assert (calls.nodes == 2).all() and (calls.op == "sum").any()
+    picked = pd.read_csv(results / "picks" / "train" / "simplecnn-blocking" / "n2-r2.csv", keep_default_na=False)
+    assert (results / "tuned" / "mpich-n2-r2.json").exists()
+    for lib, g in train.groupby("library"):
+        mine = picked[picked.library == lib]
+        chosen = set(mine.loc[mine.pick != "", "algorithm"])
+        assert {"default", "tuned"} | chosen == set(g.algorithm), (lib, chosen, set(g.algorithm))
 
 
 @pytest.mark.slow

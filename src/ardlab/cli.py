@@ -271,6 +271,18 @@ def _tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pick(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from ardlab.analysis import picks, read
+    from ardlab.results import save_frame
+
+    table = picks.predict(read.bench(args.bench), pd.concat([pd.read_csv(f) for f in args.calls]))
+    print(table.to_string(index=False))
+    print(*save_frame(table, args.output))
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from ardlab.analysis import report
 
@@ -478,6 +490,14 @@ def _tune_parser(s):
     s.set_defaults(func=_tune)
 
 
+def _pick_parser(s):
+    s.add_argument("--bench", nargs="+", required=True, help="microbenchmark CSVs of one scale (ranks, nodes)")
+    s.add_argument("--calls", nargs="+", required=True,
+                   help="the model's Allreduce calls per step (ardlab.bench.callsizes CSVs)")
+    s.add_argument("--output", required=True, help="the pick file (.csv; .md beside it)")
+    s.set_defaults(func=_pick)
+
+
 def _report_parser(s):
     s.add_argument("--results", help="folder that gets tables/ and figures/ (default: --run, else results)")
     s.add_argument("--figures", help="folder for the figures (default <results>/figures/measured)")
@@ -532,6 +552,8 @@ COMMANDS = [
     ("train-tf", "train with TensorFlow + Horovod over the library's MPI (Horovod's synthetic-benchmark method)",
      _train_tf_parser),
     ("tune", "write the library's own per-size selection file from microbenchmark CSVs", _tune_parser),
+    ("pick", "the best and worst Allreduce algorithm per library for a model's calls, from the microbenchmark",
+     _pick_parser),
     ("report", "speedup tables (CSV, Markdown) and figures from result CSVs", _report_parser),
     ("predict", "fit alpha-beta-gamma cost models to microbenchmarks and predict the best Allreduce at larger "
                 "scale (tables, tuned files, figures)", _predict_parser),

@@ -129,9 +129,22 @@ def _read(path: Path) -> list[dict]:
 
 
 def variants(c: Comparison) -> list[RunPlan]:
-    """The comparison's variants, with the algorithms its tuned files select added (each once per library)."""
+    """The comparison's variants, with the algorithms its tuned files select and its picks added (each once per
+    library)."""
     out = list(c.variants)
     seen = {v.label for v in out}
+    if c.picks:
+        from ardlab.analysis.picks import picked
+
+        for lib, names in c.picks.items():
+            base = [v for v in c.variants if v.library == lib and v.algorithm == DEFAULT and not v.tuned]
+            if not base:
+                raise ValueError(f"comparison {c.group!r}: picks for {lib} need its default variant to copy")
+            for name in names:
+                v = dataclasses.replace(base[0], algorithm=picked(c.picked_from, lib, name))
+                if v.label not in seen:
+                    seen.add(v.label)
+                    out.append(v)
     for selection in c.selected_from:
         lib_default = [v for v in c.variants if v.tuned and Path(v.tuned) == Path(selection)]
         if not lib_default:

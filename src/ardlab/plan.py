@@ -103,7 +103,7 @@ class Comparison:
     `selected_from` names tuned selection files: the algorithms each selects (its ranges file, written beside it
     by ``ardlab tune``) join as variants when the comparison starts (a tuned file is made by an earlier job), as
     copies of that library's default variant -- so a tuned file is measured in the same rounds as the default and
-    the single algorithms it selects from.
+    the single algorithms it selects from. `picks` join the same way from `picked_from`.
     """
 
     group: str
@@ -114,6 +114,11 @@ class Comparison:
     output: str | None = None
     selected_from: list[str] = field(default_factory=list)
     progress: bool = True
+    # library -> picks (best, worst): the algorithms a pick file (ardlab.analysis.picks, made from the run's
+    # microbenchmark for this group's Allreduce calls) names join as variants when the comparison starts, as copies
+    # of that library's default variant; a pick that is already a variant is not measured twice
+    picks: dict[str, list[str]] = field(default_factory=dict)
+    picked_from: str | None = None
 
     def __post_init__(self):
         self.variants = [v if isinstance(v, RunPlan) else RunPlan.from_dict(v) for v in self.variants]
@@ -124,6 +129,8 @@ class Comparison:
             raise ValueError(f"comparison group {self.group!r} mixes kinds {sorted(kinds)}")
         if self.rounds < 1:
             raise ValueError(f"rounds must be >= 1, got {self.rounds}")
+        if self.picks and not self.picked_from:
+            raise ValueError(f"comparison group {self.group!r} picks algorithms but names no pick file")
 
     @property
     def kind(self) -> str:

@@ -78,6 +78,11 @@ LAYER_TIMING_COLUMNS = ["layer", "forward_s", "backward_s", "allreduce_s", "wait
 RANGES_COLUMNS = ["lo_bytes", "hi_bytes", "algorithm"]
 
 
+def scale_name(ranks: int, nodes: int = 1) -> str:
+    """A scale's name in paths: r<ranks> on one node, n<nodes>-r<ranks> across nodes."""
+    return f"r{ranks}" if nodes == 1 else f"n{nodes}-r{ranks}"
+
+
 def ranges_path(selection_file: str | os.PathLike) -> Path:
     """The ranges table written beside a tuned selection file."""
     return Path(f"{selection_file}.ranges.csv")

@@ -17,9 +17,9 @@ def job_of(kind, wc):
     return study.Job(kind, int(wc.round), ranks, nodes, wc.get("model", ""), wc.get("mode", ""))
 
 
-def tuned_input(kind):
-    """A group that measures tuned files depends on them; the others on nothing."""
-    return lambda wc: commands.tuned_inputs(job_of(kind, wc), config)
+def job_inputs(kind):
+    """A group depends on the tuned files it measures and the file of its picked algorithms; others on nothing."""
+    return lambda wc: commands.inputs(job_of(kind, wc), config)
 
 
 def measure_command(kind):

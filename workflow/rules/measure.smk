@@ -8,7 +8,7 @@ MPI = commands.mpi_resource(config)
 
 rule microbench:
     output: measured("microbench")
-    input: tuned_input("microbench")
+    input: job_inputs("microbench")
     log: measured_log("microbench")
     conda: "../envs/driver.yaml"
     params: cmd=measure_command("microbench")
@@ -22,7 +22,7 @@ rule microbench:
 
 rule microbench_tuned:
     output: measured("microbench_tuned")
-    input: tuned_input("microbench_tuned")
+    input: job_inputs("microbench_tuned")
     log: measured_log("microbench_tuned")
     conda: "../envs/driver.yaml"
     params: cmd=measure_command("microbench_tuned")
@@ -36,7 +36,7 @@ rule microbench_tuned:
 
 rule train:
     output: measured("train")
-    input: tuned_input("train")
+    input: job_inputs("train")
     log: measured_log("train")
     conda: "../envs/driver.yaml"
     params: cmd=measure_command("train")
@@ -50,7 +50,7 @@ rule train:
 
 rule horovod:
     output: measured("horovod")
-    input: tuned_input("horovod")
+    input: job_inputs("horovod")
     log: measured_log("horovod")
     conda: "../envs/driver.yaml"
     params: cmd=measure_command("horovod")

@@ -6,7 +6,7 @@ _TABLES = report_tables(microbench=bool(_BENCH), training=bool(_TRAIN), tuned=co
                         network=any(j.nodes > 1 for j in JOBS["microbench"]))
 
 
-localrules: run_info, report, costmodel, compare, tune  # light: they run where snakemake runs
+localrules: run_info, report, costmodel, compare, tune, pick  # light: they run where snakemake runs
 
 
 rule run_info:

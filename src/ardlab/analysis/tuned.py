@@ -25,17 +25,18 @@ from pathlib import Path
 import pandas as pd
 
 from ardlab.comm.libraries import DEFAULT, library
-from ardlab.results import RANGES_COLUMNS, atomic_open, ranges_path, write_csv
+from ardlab.results import RANGES_COLUMNS, atomic_open, ranges_path, scale_name, write_csv
 
 MAX_BYTES = 2**31 - 1
 
-# The name of a tuned selection file in its folder (the workflow's `tune` rule matches it with wildcards).
-FILE_NAME = "{library}-r{ranks}{suffix}"
+# The name of a tuned selection file in its folder (the workflow's `tune` rule matches it with wildcards); the scale
+# is the one of the microbenchmark it comes from: r<ranks> on one node, n<nodes>-r<ranks> across nodes.
+FILE_NAME = "{library}-{scale}{suffix}"
 
 
-def path(folder: str | Path, library_name: str, ranks: int) -> Path:
-    """Where the tuned selection file of `library_name` for `ranks` ranks lives in `folder`."""
-    return Path(folder) / FILE_NAME.format(library=library_name, ranks=ranks,
+def path(folder: str | Path, library_name: str, ranks: int, nodes: int = 1) -> Path:
+    """Where the tuned selection file of `library_name` for `ranks` ranks on `nodes` nodes lives in `folder`."""
+    return Path(folder) / FILE_NAME.format(library=library_name, scale=scale_name(ranks, nodes),
                                            suffix=library(library_name).tuning_suffix)
 
 

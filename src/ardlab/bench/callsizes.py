@@ -30,8 +30,8 @@ from ardlab.bench.timeloop import compile_against
 SOURCE = Path(__file__).with_name("callsizes.c")
 LIBRARY_FILE = "libardlab_callsizes.so"
 ENV = "ARDLAB_CALLSIZES"  # the folder a rank writes its counts to; unset: nothing is loaded or counted
-COLUMNS = ["framework", "model", "library", "library_version", "ranks", "setting", "steps", "op", "bytes", "calls",
-           "calls_per_step"]
+COLUMNS = ["framework", "model", "library", "library_version", "ranks", "nodes", "setting", "steps", "op", "bytes",
+           "calls", "calls_per_step"]
 FRAMEWORKS = ("nn", "tensorflow")
 
 
@@ -79,59 +79,91 @@ def read(folder: str | Path, ranks: int):
     return tables[0]
 
 
-def _plan(framework: str, library_name: str, ranks: int, model: str, folder: str, setting: dict, steps: int):
-    env = {ENV: folder}
+def _plan(framework: str, library_name: str, ranks: int, model: str, setting: dict, steps: int):
     if framework == "nn":
         from ardlab.nn import trainer
 
-        return trainer.run_plan(library_name, ranks=ranks, threads=1, progress=False, env=env, options={
+        return trainer.run_plan(library_name, ranks=ranks, threads=1, progress=False, options={
             "model": model, "dataset": "synthetic", "batch_per_rank": 16, "steps": steps, **setting})
     from ardlab.horovod import train
 
-    return train.run_plan(library_name, ranks=ranks, threads=1, progress=False, env=env, knobs=setting, options={
+    return train.run_plan(library_name, ranks=ranks, threads=1, progress=False, knobs=setting, options={
         "model": model, "batch_per_rank": 16, "warmup_batches": 1, "batches_per_iter": steps - 1, "iterations": 1})
 
 
 def measure(framework: str, library_name: str, ranks: int, model: str, *, setting: dict | None = None,
             steps: int = 4) -> list[dict]:
-    """One training run of `steps` steps with every Allreduce counted; its rows (see the module's docstring)."""
-    import csv
-
-    from ardlab import driver
-
+    """One local training run of `steps` steps with every Allreduce counted; its rows (see the module's
+    docstring)."""
     if framework not in FRAMEWORKS:
         raise ValueError(f"unknown framework {framework!r}; valid: {', '.join(FRAMEWORKS)}")
     if steps < 2:
         raise ValueError(f"steps must be >= 2 (one warm-up, one timed), got {steps}")
     setting = dict(setting or ({"parallel_mode": "blocking"} if framework == "nn" else {"fusion_threshold_mb": 64}))
-    with tempfile.TemporaryDirectory(prefix="ardlab-callsizes-") as folder:
-        plan = _plan(framework, library_name, ranks, model, folder, setting, steps)
-        plan.output = str(Path(folder) / "row.csv")
+    return count(_plan(framework, library_name, ranks, model, setting, steps))
+
+
+def steps_of(plan) -> int:
+    """The training steps a plan runs, warm-up included."""
+    o = plan.options
+    if plan.kind == "train":
+        if not o.get("steps"):
+            raise ValueError("a counted ardlab.nn run needs a step count (steps), not epochs")
+        return int(o.get("warmup_steps", 0)) + int(o["steps"])
+    return int(o.get("warmup_batches", 0)) + int(o["iterations"]) * int(o["batches_per_iter"])
+
+
+def setting_of(plan) -> str:
+    """The settings that shape a plan's calls: ardlab.nn's parallel mode (and bucket), Horovod's fusion threshold."""
+    if plan.kind == "train":
+        mode = plan.options.get("parallel_mode", "blocking")
+        bucket = f";bucket_bytes={plan.options['bucket_bytes']}" if mode == "bucketed" else ""
+        return f"parallel_mode={mode}{bucket}"
+    return f"fusion_threshold_mb={int(plan.env.get('HOROVOD_FUSION_THRESHOLD', 0)) / 2**20:g}"
+
+
+def count(plan) -> list[dict]:
+    """Run a training plan (ardlab.plan.RunPlan of kind train or train-tf, any launcher) with every Allreduce
+    counted on every rank; its rows (see the module's docstring)."""
+    import csv
+    import dataclasses
+
+    from ardlab import driver
+
+    if plan.kind not in ("train", "train-tf"):
+        raise ValueError(f"only training runs are counted, not {plan.kind!r}")
+    # beside the output where there is one: on a cluster every node writes there (a shared file system)
+    base = Path(plan.output).resolve().parent if plan.output else None
+    if base is not None:
+        base.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".ardlab-callsizes-", dir=base) as folder:
+        plan = dataclasses.replace(plan, env={**plan.env, ENV: folder}, output=str(Path(folder) / "row.csv"))
         driver.run_training(plan)
         with open(plan.output, newline="") as f:
             summary = next(csv.DictReader(f))
-        counts = read(folder, ranks)
-    label = ";".join(f"{k}={v}" for k, v in sorted(setting.items()))
-    return [{"framework": framework, "model": model, "library": library_name,
-             "library_version": summary["library_version"], "ranks": ranks, "setting": label, "steps": steps,
-             "op": c.op, "bytes": int(c.bytes), "calls": int(c.calls), "calls_per_step": f"{c.calls / steps:g}"}
+        counts = read(folder, plan.ranks)
+    steps = steps_of(plan)
+    return [{"framework": "nn" if plan.kind == "train" else "tensorflow", "model": plan.options["model"],
+             "library": plan.library, "library_version": summary["library_version"], "ranks": plan.ranks,
+             "nodes": plan.nodes, "setting": setting_of(plan), "steps": steps, "op": c.op, "bytes": int(c.bytes),
+             "calls": int(c.calls), "calls_per_step": f"{c.calls / steps:g}"}
             for c in counts.itertuples()]
 
 
 def summary(table):
-    """Per framework, model, library and ranks: the gradient traffic of one step (operation sum) and Horovod's
+    """Per framework, model, library, ranks and nodes: the gradient traffic of one step (operation sum) and Horovod's
     coordination calls (any other operation): calls and MiB per step, the size below which half of the bytes
     go (bytes-weighted median) and the largest call, in KiB (rounded)."""
     import numpy as np
     import pandas as pd
 
     out = []
-    for key, g in table.groupby(["framework", "model", "library", "ranks"], sort=True):
+    for key, g in table.groupby(["framework", "model", "library", "ranks", "nodes"], sort=True):
         sums = g[g["op"] == "sum"].sort_values("bytes")
         weight = sums["bytes"] * sums["calls"]
         half = sums["bytes"].to_numpy()[np.searchsorted(weight.cumsum().to_numpy(), weight.sum() / 2)]
         steps = g["steps"].iloc[0]
-        out.append(dict(zip(["framework", "model", "library", "ranks"], key), **{
+        out.append(dict(zip(["framework", "model", "library", "ranks", "nodes"], key), **{
             "sum_calls_per_step": round(sums["calls"].sum() / steps, 2),
             "sum_mib_per_step": round(weight.sum() / steps / 2**20, 2),
             "half_bytes_below_kib": int(round(half / 1024)),
@@ -155,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--frameworks", nargs="+", default=list(FRAMEWORKS), choices=FRAMEWORKS)
     m.add_argument("--steps", type=int, default=4)
     m.add_argument("--output", required=True, help="the CSV to write (atomically)")
+    c = sub.add_parser("count", help="count the Allreduce calls of one training run plan (a workflow job's)")
+    c.add_argument("--plan-json", required=True, help="the run plan (ardlab.plan.RunPlan as JSON)")
+    c.add_argument("--output", required=True, help="the CSV to write (atomically)")
     t = sub.add_parser("summary", help="per framework and model: the calls of one step (a CSV and Markdown)")
     t.add_argument("tables", nargs="+", help="CSVs written by measure")
     t.add_argument("--output", required=True, help="the summary's path (.csv; .md beside it)")
@@ -170,6 +205,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"built {build(a.prefix)}")
         return 0
     from ardlab.results import write_csv
+
+    if a.action == "count":
+        from ardlab.plan import RunPlan
+
+        plan = RunPlan.from_json(a.plan_json)
+        plan.output = a.output  # its folder holds the counts while the run lasts
+        write_csv(a.output, COLUMNS, count(plan))
+        print(f"wrote {a.output}")
+        return 0
 
     rows = [row for fw in a.frameworks for model in a.models
             for row in measure(fw, a.library, a.ranks, model, steps=a.steps)]

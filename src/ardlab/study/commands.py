@@ -24,11 +24,31 @@ from ardlab.comm.libraries import DEFAULT, TUNED, library
 from ardlab.horovod import train as horovod_train
 from ardlab.nn import trainer
 from ardlab.plan import Comparison, RunPlan
-from ardlab.study.config import Job, algorithms, tuned_ranks, tuned_rerun
+from ardlab.results import scale_name
+from ardlab.study.config import Job, algorithms, parse_scale, tuned_ranks, tuned_rerun, tuned_scale
+
+# Where the workflow keeps, per training group (kind, model, mode) and scale, the Allreduce calls one of its launches
+# made (ardlab.bench.callsizes) and the algorithms picked for them from the microbenchmark (ardlab.analysis.picks).
+CALLSIZES = "callsizes/{kind}/{model}-{mode}/{scale}.csv"
+PICKS = "picks/{kind}/{model}-{mode}/{scale}.csv"
 
 
-def tuned_file(config: dict, lib: str) -> str:
-    return str(tuned.path(Path(config["results"]) / "tuned", lib, tuned_ranks(config)))
+def tuned_file(config: dict, lib: str, nodes: int = 1, ranks: int | None = None) -> str:
+    """The tuned file of `lib` made from the microbenchmark at `ranks` (default: the tuned phase's) on `nodes`."""
+    return str(tuned.path(Path(config["results"]) / "tuned", lib, ranks or tuned_ranks(config), nodes))
+
+
+def job_tuned_file(job: Job, config: dict, lib: str) -> str:
+    """The tuned file a job's TUNED variant uses: the tuned phase's, or a training group's own scale's."""
+    if job.kind.startswith("microbench"):
+        return tuned_file(config, lib)
+    return tuned_file(config, lib, *tuned_scale(config, job.nodes, job.ranks))
+
+
+def group_file(pattern: str, job: Job, config: dict) -> str:
+    """A training group's callsizes or picks file (CALLSIZES, PICKS)."""
+    return str(Path(config["results"]) / pattern.format(kind=job.kind, model=job.model, mode=job.mode,
+                                                        scale=scale_name(job.ranks, job.nodes)))
 
 
 def threads(job: Job, config: dict) -> int:
@@ -46,7 +66,7 @@ def _variant(job: Job, config: dict, lib: str, algorithm: str) -> RunPlan:
               "timeout_s": sec["timeout_s"], "env": dict(config["library_env"].get(lib, {}))}
     if config["launcher"] == "srun":
         launch.update(srun_mpi=config["srun_mpi"].get(lib), image=config["images"].get(lib))
-    tuned_path = tuned_file(config, lib) if algorithm == TUNED else None
+    tuned_path = job_tuned_file(job, config, lib) if algorithm == TUNED else None
     if job.kind.startswith("microbench"):
         return allreduce.run_plan(lib, ranks=job.ranks, nodes=job.nodes, sizes=parse_sizes(sec["sizes"]),
                                   algorithms=None if tuned_path else [algorithm], dtype=sec["dtype"],
@@ -83,15 +103,25 @@ def comparison(job: Job, config: dict, output: str) -> Comparison:
     # among them); a training group measures the tuned file beside its configured algorithms only (a launch costs
     # seconds there, and the best single algorithm of the group is the best of those).
     selected = [tuned_file(config, lib) for lib in libs] if job.kind == "microbench_tuned" else []
+    picks = _picks(job, config)
     return Comparison(job.group, variants, rounds=1, first_round=job.round, seed=config["seed"], output=output,
-                      selected_from=selected, progress=False)
+                      selected_from=selected, progress=False, picks={lib: picks for lib in libs} if picks else {},
+                      picked_from=group_file(PICKS, job, config) if picks else None)
 
 
-def tuned_inputs(job: Job, config: dict) -> list[str]:
-    """The tuned files a job's group measures (made by the `tune` rule before it runs)."""
+def _picks(job: Job, config: dict) -> list[str]:
+    return [] if job.kind.startswith("microbench") else list(config[job.kind]["picks"])
+
+
+def inputs(job: Job, config: dict) -> list[str]:
+    """What a job's group reads when it starts: the tuned files it measures (the `tune` rule's) and the file of the
+    algorithms picked for it (the `pick` rule's)."""
+    out = []
     if job.kind == "microbench_tuned" or tuned_rerun(config, job.kind):
-        return [tuned_file(config, lib) for lib in config["libraries"]]
-    return []
+        out += [job_tuned_file(job, config, lib) for lib in config["libraries"]]
+    if _picks(job, config):
+        out.append(group_file(PICKS, job, config))
+    return out
 
 
 def command(job: Job, config: dict, output: str) -> str:
@@ -100,18 +130,31 @@ def command(job: Job, config: dict, output: str) -> str:
     return " ".join([*_envs_prefix(config), *map(shlex.quote, argv)])
 
 
-def tune_inputs(config: dict, jobs: dict, lib: str) -> list[str]:
-    """The microbenchmark CSVs a library's tuned file is made from (one node, the tuned rank count)."""
-    ranks = tuned_ranks(config)
-    return [str(Path(config["results"]) / j.path) for j in jobs["microbench"] if j.ranks == ranks and j.nodes == 1]
+def bench_files(config: dict, jobs: dict, nodes: int, ranks: int) -> list[str]:
+    """The microbenchmark CSVs of one scale: what a tuned file and a pick file are made from."""
+    return [str(Path(config["results"]) / j.path) for j in jobs["microbench"] if (j.nodes, j.ranks) == (nodes, ranks)]
 
 
-def tune_command(config: dict, lib: str, inputs: list[str], output: str) -> str:
-    """`ardlab tune` (MPICH's file extends the built-in tree of the libmpi the runs use: its image's on srun)."""
-    argv = ["ardlab", "tune", "--library", lib, "--ranks", str(tuned_ranks(config)), "--output", output, *inputs]
+def tune_command(config: dict, lib: str, scale: str, inputs: list[str], output: str) -> str:
+    """`ardlab tune` for the microbenchmark at `scale` (r<ranks> or n<nodes>-r<ranks>); MPICH's file extends the
+    built-in tree of the libmpi the runs use (its image's on srun)."""
+    ranks = parse_scale(scale)[1]
+    argv = ["ardlab", "tune", "--library", lib, "--ranks", str(ranks), "--output", output, *inputs]
     if config["launcher"] == "srun" and config["images"].get(lib):
         return " ".join(map(shlex.quote, ["apptainer", "exec", config["images"][lib], *argv]))
     return " ".join([*_envs_prefix(config), *map(shlex.quote, [sys.executable, "-m", "ardlab.cli", *argv[1:]])])
+
+
+def callsizes_command(config: dict, job: Job, output: str) -> str:
+    """Count the Allreduce calls of one launch of a training group (its first library, the default algorithm)."""
+    plan = _variant(job, config, config["libraries"][0], DEFAULT)
+    argv = [sys.executable, "-m", "ardlab.bench.callsizes", "count", "--plan-json", plan.to_json(), "--output", output]
+    return " ".join([*_envs_prefix(config), *map(shlex.quote, argv)])
+
+
+def pick_command(bench: list[str], calls: str, output: str) -> str:
+    argv = [sys.executable, "-m", "ardlab.cli", "pick", "--bench", *bench, "--calls", calls, "--output", output]
+    return " ".join(map(shlex.quote, argv))
 
 
 def _envs_prefix(config: dict) -> list[str]:
@@ -122,7 +165,7 @@ def _envs_prefix(config: dict) -> list[str]:
 def runtime_minutes(job: Job, config: dict) -> int:
     """Slurm time limit of a job: a timeout per launch (the variants, and at most every selectable algorithm
     of each library that a tuned file may add), plus start-up."""
-    launches = sum(len(variant_names(job, config, lib)) for lib in config["libraries"])
+    launches = sum(len(variant_names(job, config, lib)) + len(_picks(job, config)) for lib in config["libraries"])
     if job.kind == "microbench_tuned":
         launches += sum(sum(a.selectable for a in library(lib).algorithms.values()) for lib in config["libraries"])
     return int(launches * config[_section(job)]["timeout_s"] // 60) + 10

@@ -17,6 +17,7 @@ import yaml
 
 from ardlab.comm.launch import repo_root
 from ardlab.comm.libraries import DEFAULT, LIBRARIES, OWN_ALGORITHMS, library
+from ardlab.results import scale_name
 
 SCHEMA = repo_root() / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -144,6 +145,15 @@ def check(config: dict) -> None:
                 raise ValueError(f"config key '{section}.nodes': launcher local runs on one node; use launcher srun")
     _check_link_rate(config)
     _check_library_env(config)
+    for section in ("train", "horovod"):
+        sec = config[section]
+        if sec["enabled"] and sec["picks"]:
+            missing = [s for s in _scales(sec) if not measured_scale(config, *s)]
+            if missing:
+                nodes, ranks = missing[0]
+                raise ValueError(f"config key '{section}.picks': the algorithms are picked from the microbenchmark at "
+                                 f"the training's scale, which does not measure {nodes} node(s) x {ranks} ranks; "
+                                 "add it to microbench (nodes, ranks) or drop the picks")
     if config["tuned"]["enabled"] and not config["microbench"]["enabled"]:
         raise ValueError("config key 'tuned.enabled': tuned files are made from the microbenchmark; enable it")
     if config["tuned"]["enabled"] and config["tuned"]["ranks"] is not None \
@@ -219,8 +229,7 @@ class Job:
     @property
     def path(self) -> str:
         # a training group on one node keeps the name it had before groups could span nodes: runs stay comparable
-        scale = f"r{self.ranks}" if self.nodes == 1 else f"n{self.nodes}-r{self.ranks}"
-        return PATTERNS[self.kind].format(**self.__dict__, scale=scale)
+        return PATTERNS[self.kind].format(**self.__dict__, scale=scale_name(self.ranks, self.nodes))
 
     @property
     def group(self) -> str:
@@ -246,6 +255,18 @@ def parse_scale(text: str) -> tuple[int, int]:
 
 def tuned_ranks(config: dict) -> int:
     return config["tuned"]["ranks"] or max(config["microbench"]["ranks"])
+
+
+def measured_scale(config: dict, nodes: int, ranks: int) -> bool:
+    """Whether the microbenchmark measures `ranks` ranks on `nodes` nodes."""
+    mb = config["microbench"]
+    return mb["enabled"] and (nodes, ranks) in _scales(mb)
+
+
+def tuned_scale(config: dict, nodes: int, ranks: int) -> tuple[int, int]:
+    """(nodes, ranks) of the tuned file a training group at that scale uses: its own scale's where the microbenchmark
+    measures it, else the tuned phase's (one node, tuned_ranks)."""
+    return (nodes, ranks) if measured_scale(config, nodes, ranks) else (1, tuned_ranks(config))
 
 
 def algorithms(config: dict, section: str, lib: str, nodes: int = 1) -> list[str]:
@@ -277,7 +298,7 @@ def jobs(config: dict) -> dict[str, list[Job]]:
     mb, tr, hv = config["microbench"], config["train"], config["horovod"]
     if mb["enabled"]:
         out["microbench"] += [Job("microbench", r, ranks, nodes) for nodes, ranks in _scales(mb) for r in rounds]
-        if config["tuned"]["enabled"]:
+        if config["tuned"]["enabled"] and config["tuned"]["microbench"]:
             out["microbench_tuned"] += [Job("microbench_tuned", r, tuned_ranks(config)) for r in rounds]
     if tr["enabled"]:
         out["train"] += [Job("train", r, ranks, nodes, model, mode) for model in tr["models"]
