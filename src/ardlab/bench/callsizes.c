@@ -1,7 +1,8 @@
-/* What a program hands MPI_Allreduce: every call's size and operation, counted per rank (ardlab.bench.callsizes).
+/* What a program hands MPI_Allreduce and MPI_Iallreduce: every call's size and operation, counted per rank
+ * (ardlab.bench.callsizes).
  *
  * Loaded into a rank before its MPI library (ardlab.rank does, with RTLD_GLOBAL, when ARDLAB_CALLSIZES names a
- * folder), so the MPI_Allreduce (and MPI_Allreduce_c) of mpi4py and Horovod resolve here first; each call is
+ * folder), so the MPI_(I)allreduce(_c) of mpi4py and Horovod resolve here first; each call is
  * counted by (bytes, operation) and passed on to the PMPI_ function. At MPI_Finalize each rank writes
  * <ARDLAB_CALLSIZES>/rank<N>.csv: bytes,op,calls. Built per environment against its MPI, like timeloop.c.
  */
@@ -60,12 +61,27 @@ int MPI_Allreduce(const void *send, void *recv, int count, MPI_Datatype datatype
     return PMPI_Allreduce(send, recv, count, datatype, op, comm);
 }
 
+/* The non-blocking form (ardlab.nn's nonblocking and bucketed modes), counted alike when it is posted. */
+int MPI_Iallreduce(const void *send, void *recv, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                   MPI_Request *request)
+{
+    count_call(count, datatype, op);
+    return PMPI_Iallreduce(send, recv, count, datatype, op, comm, request);
+}
+
 #if MPI_VERSION >= 4
-/* The large-count form, which mpi4py 4 calls wherever the library has it (MPICH, Intel MPI). */
+/* The large-count forms, which mpi4py 4 calls wherever the library has them (MPICH, Intel MPI). */
 int MPI_Allreduce_c(const void *send, void *recv, MPI_Count count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
     count_call((long long)count, datatype, op);
     return PMPI_Allreduce_c(send, recv, count, datatype, op, comm);
+}
+
+int MPI_Iallreduce_c(const void *send, void *recv, MPI_Count count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                     MPI_Request *request)
+{
+    count_call((long long)count, datatype, op);
+    return PMPI_Iallreduce_c(send, recv, count, datatype, op, comm, request);
 }
 #endif
 
