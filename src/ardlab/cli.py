@@ -207,7 +207,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 TF_OPTIONS = ("model", "dataset", "data_path", "image_size", "classes", "batch_per_rank", "warmup_batches",
-              "batches_per_iter", "iterations", "optimizer", "lr", "momentum", "seed", "save_weights")
+              "batches_per_iter", "iterations", "compute_batches", "optimizer", "lr", "momentum", "seed", "save_weights")
 TF_KNOBS = ("fusion_threshold_mb", "cycle_time_ms", "cache_capacity", "timeline")
 
 
@@ -469,6 +469,9 @@ def _train_tf_parser(s):
     t.add_argument("--warmup-batches", type=int, default=2)
     t.add_argument("--batches-per-iter", type=int, default=5)
     t.add_argument("--iterations", type=int, default=5, help="timed iterations (img/s mean and 95%% interval)")
+    t.add_argument("--compute-batches", type=int, default=0,
+                   help="then time this many batches without the Allreduce (each rank's compute alone): the row's "
+                        "compute_s and allreduce_s say how much of a step the Allreduce adds (default 0: not measured)")
     t.add_argument("--optimizer", default="sgd", choices=list(OPTIMIZERS))
     t.add_argument("--lr", type=float, default=0.01)
     t.add_argument("--momentum", type=float, default=0.9)

@@ -41,6 +41,9 @@ class TFConfig:
     warmup_batches: int = 2
     batches_per_iter: int = 5
     iterations: int = 5
+    # after the timed batches: this many more without Horovod's Allreduce (each rank's compute alone, same placement,
+    # one untimed first), so the row can say how much of a step the Allreduce takes (compute_s, allreduce_s)
+    compute_batches: int = 0
     optimizer: str = "sgd"
     lr: float = 0.01
     momentum: float = 0.9
@@ -124,6 +127,27 @@ def _dataset(cfg: TFConfig, global_batch: int):
     return data.load(cfg.dataset, cfg.data_path, "train")
 
 
+def _compute_only(tf, hvd, cfg: TFConfig, model, loss_fn, opt, batches) -> float:
+    """Seconds per batch of each rank's compute alone (forward, backward, update; no Allreduce), averaged over the
+    ranks: one untimed batch (tracing), then cfg.compute_batches timed. The ranks start together and end together
+    (Horovod Allreduces outside the timed span)."""
+    @tf.function
+    def local_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    float(local_step(*next(batches)))
+    hvd.allreduce(tf.constant(0.0), op=hvd.Sum).numpy()  # every rank starts the timed span together
+    t0 = time.perf_counter()
+    for _ in range(cfg.compute_batches):
+        float(local_step(*next(batches)))
+    per_batch = (time.perf_counter() - t0) / cfg.compute_batches
+    return float(hvd.allreduce(tf.constant(per_batch, tf.float64), op=hvd.Average).numpy())
+
+
 def run(cfg: TFConfig) -> dict | None:
     """Train; return the summary row on rank 0 (None on the other ranks)."""
     from ardlab.results import knobs_in_force
@@ -131,8 +155,10 @@ def run(cfg: TFConfig) -> dict | None:
     from ardlab.horovod import models
     from ardlab.nn import data
 
-    if cfg.batch_per_rank < 1 or cfg.iterations < 1 or cfg.batches_per_iter < 1 or cfg.warmup_batches < 0:
-        raise ValueError("batch per rank, iterations and batches per iteration must be >= 1, warm-up >= 0")
+    if cfg.batch_per_rank < 1 or cfg.iterations < 1 or cfg.batches_per_iter < 1 or cfg.warmup_batches < 0 \
+            or cfg.compute_batches < 0:
+        raise ValueError("batch per rank, iterations and batches per iteration must be >= 1, warm-up and compute "
+                         "batches >= 0")
     if cfg.model not in models.model_names():  # before TensorFlow takes seconds to load
         raise ValueError(f"unknown model {cfg.model!r}; valid: {', '.join(models.model_names())}")
     tf, hvd = _import_horovod()
@@ -221,6 +247,9 @@ def run(cfg: TFConfig) -> dict | None:
 
         with atomic_open(cfg.save_weights.format(rank=rank), "wb") as f:
             np.savez(f, *[v.numpy() for v in model.weights])
+    timed_s = sum(global_batch * cfg.batches_per_iter / r for r in rates)  # seconds of the timed batches
+    compute_s = _compute_only(tf, hvd, cfg, model, loss_fn, opt, batches) * cfg.iterations * cfg.batches_per_iter \
+        if cfg.compute_batches else None
     if rank != 0:
         return None
     ips = np.array(rates)
@@ -229,9 +258,10 @@ def run(cfg: TFConfig) -> dict | None:
         "library_version": version, "algorithm": forced_algorithm(lib.name, os.environ), "parallel_mode": "horovod",
         "ranks": size, "batch_per_rank": cfg.batch_per_rank, "steps": total, "img_per_s": f"{ips.mean():.2f}",
         "img_per_s_ci95": f"{1.96 * ips.std(ddof=1) / math.sqrt(len(ips)):.2f}" if len(ips) > 1 else "0",
-        # Horovod overlaps its Allreduce with backprop inside TensorFlow, so the split is not measured here
-        # (a Horovod timeline, --timeline, shows it); empty, never a guess.
-        "compute_s": "", "allreduce_s": "", "wait_s": "",
+        # Horovod overlaps its Allreduce with backprop: what it adds to the timed batches is their time less the
+        # same batches' compute alone (compute_batches, measured after them); empty without those, never a guess.
+        "compute_s": f"{compute_s:.4f}" if compute_s is not None else "",
+        "allreduce_s": f"{timed_s - compute_s:.4f}" if compute_s is not None else "", "wait_s": "",
         "final_loss": f"{final[0]:.6f}", "final_accuracy": f"{final[1]:.4f}",
         "final_top5_accuracy": f"{final[2]:.4f}",
         "knobs": knobs_in_force(), "started_at": started, "backend": "tensorflow",

@@ -82,7 +82,8 @@ def _variant(job: Job, config: dict, lib: str, algorithm: str) -> RunPlan:
             **launch)
     return horovod_train.run_plan(lib, ranks=job.ranks, nodes=job.nodes, algorithm=name, tuned=tuned_path, options={
         "model": job.model, "batch_per_rank": sec["batch_per_rank"], "warmup_batches": sec["warmup_batches"],
-        "batches_per_iter": sec["batches_per_iter"], "iterations": sec["iterations"], "image_size": sec["image_size"]},
+        "batches_per_iter": sec["batches_per_iter"], "iterations": sec["iterations"], "image_size": sec["image_size"],
+        "compute_batches": sec["compute_batches"]},
         knobs={"fusion_threshold_mb": float(job.mode[1:])}, **launch)
 
 
