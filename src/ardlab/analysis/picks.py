@@ -6,7 +6,8 @@ its predicted Allreduce time per step: the sum over the step's calls of the micr
 size (median over rounds; between measured sizes interpolated in log-log; below the smallest, the smallest's time;
 above the largest, the largest's time scaled by size, as a bandwidth-bound call grows). The pick file lists every
 measured forced algorithm of every library with that prediction, and marks the fastest ``best`` and the slowest
-``worst`` per library (the default is listed too, never picked: it is measured anyway).
+``worst`` per library (the default is listed too, never picked: it is measured anyway; an algorithm the table says
+runs the default here, such as MPICH's ``ccl`` on the PyPI build, is left out).
 
     ardlab pick --bench raw/microbench/n2-r4/round*.csv --calls callsizes.csv --output picks/x.csv
 """
@@ -16,7 +17,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ardlab.comm.libraries import DEFAULT, OWN_PREFIX
+from ardlab.comm.libraries import DEFAULT, OWN_PREFIX, Algorithm, library
+
+_NONE = Algorithm("", "native", "")
 
 PICKS = ("best", "worst")
 COLUMNS = ["library", "algorithm", "predicted_us_per_step", "pick", "calls_per_step", "sizes_measured",
@@ -42,6 +45,8 @@ def predict(bench: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
     if len(scales) != 1:
         raise ValueError(f"microbenchmark rows of {len(scales)} scales (ranks, nodes); pick from one")
     native = bench[~bench["algorithm"].str.startswith(OWN_PREFIX)]
+    native = native[[not library(lib).algorithms.get(alg, _NONE).runs_default
+                     for lib, alg in zip(native["library"], native["algorithm"])]]
     if native.empty:
         raise ValueError("no microbenchmark rows of the libraries' own algorithms to pick from")
     calls = calls.groupby("bytes", as_index=False)["calls_per_step"].sum()

@@ -12,6 +12,8 @@ between variants measured in the same paired, interleaved rounds, with 95% inter
   and the group's worst;
 - tuned_speedup / tuned_speedup_points: the tuned selection files against each library's default and against the
   best single algorithm measured in the same rounds (summary; per size or training group);
+- study_vs_ardlab / selection_vs_share: the study's two training claims against this run's (``versus_study``), and
+  each selection's training speedup against the Allreduce share of a step (the figure's points);
 - drift: each library default's reference per round and whether it moved monotonically over the run;
 - headline: the study's headline numbers (largest significant speedups over the default and across libraries,
   tuned files, training), each with its interval and verdict;
@@ -31,12 +33,13 @@ from pathlib import Path
 import pandas as pd
 
 from ardlab.analysis import comparisons as cmp
-from ardlab.analysis import figures, network, read, reproduce
+from ardlab.analysis import figures, network, read, reproduce, versus_study
 from ardlab.comm.libraries import TUNED
 from ardlab.results import save_frame
 
 MICROBENCH_TABLES = ("microbench_speedup", "microbench_across_libraries", "best_algorithm_ranges")
 TRAINING_TABLE = "training_throughput"
+STUDY_TABLES = ("study_vs_ardlab", "selection_vs_share")
 TUNED_TABLES = ("tuned_speedup", "tuned_speedup_points")
 NETWORK_TABLES = ("network_bound", "network_traffic")
 ALWAYS = ("headline", "drift", "claims")
@@ -44,7 +47,7 @@ ALWAYS = ("headline", "drift", "claims")
 
 def tables_made(*, microbench: bool, training: bool, tuned: bool, network: bool = False) -> list[str]:
     """The names of the tables `report` writes for these inputs (the workflow declares them as outputs)."""
-    return [*(MICROBENCH_TABLES if microbench else ()), *([TRAINING_TABLE] if training else ()),
+    return [*(MICROBENCH_TABLES if microbench else ()), *([TRAINING_TABLE, *STUDY_TABLES] if training else ()),
             *(TUNED_TABLES if tuned else ()), *(NETWORK_TABLES if network and microbench else ()), *ALWAYS]
 
 
@@ -81,13 +84,17 @@ def report(bench_files, train_files, results: str | Path, figures_dir: str | Pat
     tables = results / "tables"
     written = []
     made = analyse(b, t)
+    picked = versus_study.read_picks(results)
+    made["study_vs_ardlab"] = versus_study.table(made[TRAINING_TABLE], t, picked)
+    made["selection_vs_share"] = versus_study.points(made[TRAINING_TABLE], t, picked)
     tuned = (len(b) and (b.algorithm == TUNED).any()) or (len(t) and (t.algorithm == TUNED).any())
     several = bool(len(b)) and bool((b.nodes > 1).any())
     for name in tables_made(microbench=len(b) > 0, training=len(t) > 0, tuned=bool(tuned), network=several):
         save_frame(made[name], tables / name)
         written.append(tables / f"{name}.csv")
     out = Path(figures_dir) if figures_dir else results / "figures" / "measured"
-    return written + figures.make(made["microbench_speedup"], made[TRAINING_TABLE], b, t, out)
+    return written + figures.make(made["microbench_speedup"], made[TRAINING_TABLE], b, t, out) + \
+        versus_study.figure(made["selection_vs_share"], out)
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path, output: str | Path) -> list[Path]:

@@ -55,6 +55,8 @@ class Algorithm:
     selectable: bool = True  # may be named in a tuned per-size selection file (ardlab.analysis.tuned)
     # parameters a selection file must give with it (MPICH JSON containers; the CVAR defaults of this version)
     selection_params: tuple[str, ...] = ()
+    # it runs the library's default selection here (a silent fallback on these builds): never picked instead of it
+    runs_default: bool = False
 
     @property
     def traffic_family(self) -> str | None:
@@ -241,7 +243,7 @@ MPICH = Library(
             cost_model="rabenseifner", selection_params=("k=2", "single_phase_recv=0")),
         "ccl": _mpich_alg("ccl", "vendor collective library (CCL) offload",
                           note="falls back silently to auto when MPICH has no CCL backend (PyPI build has none)",
-                          selectable=False),
+                          selectable=False, runs_default=True),
     },
     pmi="srun --mpi=pmi2 (MPICH's hydra/PMI-1/2 client); or the image's mpiexec inside one allocation",
     srun_mpi="pmi2",

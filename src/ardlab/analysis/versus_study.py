@@ -1,0 +1,184 @@
+"""The study we reproduce against ardlab's measurement: its two training claims, side by side with ours.
+
+The study (MPI_Allreduce in MPICH, Open MPI and Intel MPI under TensorFlow + Horovod) reports that choosing the
+algorithm sped training up 1.2x over the library's default, and that choosing the library as well gave up to 2.8x.
+From a run's training groups (``comparisons.training``: paired rounds, 95% intervals) this module states, per claim,
+ardlab's number where it is largest and significant (else the largest point estimate), with the group it comes
+from (framework, model, nodes x ranks, link rate) and the share of a step the Allreduce took there
+(``allreduce_share``), and says plainly whether the measurement confirms the study:
+
+- per library: its best variant over its default (the study's 1.2x); also its tuned file and the algorithm picked
+  best from the microbenchmark before training (``ardlab pick``), the selections the study's method makes;
+- the best library+algorithm over the worst library's default, and over the worst combination (up to 2.8x).
+
+The figure (``figure``): each selection's training speedup over the default against the Allreduce share of the
+group, per library, with intervals; the study's 1.2x as a line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ardlab.analysis.comparisons import _rounds, _speedup
+from ardlab.analysis.stats import FASTER, TOO_FEW
+from ardlab.comm.libraries import DEFAULT, TUNED
+
+STUDY = {"algorithm": 1.2, "library": 2.8}
+COLUMNS = ["claim", "study", "ardlab", "ci_low", "ci_high", "verdict", "agreement", "library", "variant", "framework",
+           "model", "nodes", "ranks", "link_rate", "allreduce_share", "groups_significant", "groups"]
+
+
+def allreduce_share(t: pd.DataFrame) -> pd.Series:
+    """Per training row, the share of its steps' time the Allreduce took: ardlab.nn's blocking calls and waits over
+    its step time; Horovod's added time (its batches less their compute alone, --compute-batches) over the batches'
+    time. NaN where the row has no split."""
+    num = lambda c: pd.to_numeric(t.get(c, pd.Series(np.nan, index=t.index)), errors="coerce")  # noqa: E731
+    compute, allreduce, wait = num("compute_s"), num("allreduce_s"), num("wait_s").fillna(0.0)
+    comm = allreduce + wait
+    return (comm / (compute + comm)).where(compute > 0)
+
+
+def read_picks(results: str | Path) -> dict[str, dict[str, dict[str, str]]]:
+    """group -> library -> {best: algorithm, worst: algorithm}, from a run folder's picks/ (ardlab pick)."""
+    out: dict = {}
+    folder = Path(results) / "picks"
+    for path in sorted(folder.glob("**/*.csv")) if folder.is_dir() else ():
+        group = str(path.relative_to(folder).with_suffix(""))
+        table = pd.read_csv(path, keep_default_na=False)
+        for r in table.itertuples():
+            for label in filter(None, r.pick.split(";")):
+                out.setdefault(group, {}).setdefault(r.library, {})[label] = r.algorithm
+    return out
+
+
+def _agreement(value: float, lo: float, hi: float, study: float, verdict: str) -> str:
+    if verdict == TOO_FEW or np.isnan(lo):
+        return "no interval (too few rounds)"
+    if lo <= study <= hi:
+        return "confirms the study's value"
+    if verdict != FASTER:
+        return "no significant speedup: does not confirm the study"
+    return "significant, smaller than the study's" if hi < study else "significant, larger than the study's"
+
+
+def _row(claim: str, study: float, r: pd.Series, prefix: str, variant: str, shares: pd.Series, sig: int, n: int,
+         rates: dict) -> dict:
+    return {"claim": claim, "study": study, "ardlab": r[prefix], "ci_low": r[f"{prefix}_ci_low"],
+            "ci_high": r[f"{prefix}_ci_high"], "verdict": r[f"{prefix}_verdict"],
+            "agreement": _agreement(r[prefix], r[f"{prefix}_ci_low"], r[f"{prefix}_ci_high"], study,
+                                    r[f"{prefix}_verdict"]),
+            "library": r["library"], "variant": variant, "framework": r["framework"], "model": r["model"],
+            "nodes": int(r["nodes"]), "ranks": int(r["ranks"]), "link_rate": rates.get(r["group"], ""),
+            "allreduce_share": shares.get((r["group"], f"{r['library']}/{DEFAULT}"), np.nan),
+            "groups_significant": sig, "groups": n}
+
+
+def _largest(rows: pd.DataFrame, prefix: str) -> tuple[pd.Series | None, int]:
+    """The row with the largest significant speedup (else the largest point estimate), and how many are
+    significant."""
+    if rows.empty or rows[prefix].isna().all():
+        return None, 0
+    sig = rows[rows[f"{prefix}_verdict"] == FASTER]
+    pool = sig if len(sig) else rows
+    return pool.loc[pool[prefix].idxmax()], len(sig)
+
+
+def table(train: pd.DataFrame, t: pd.DataFrame, picks: dict | None = None) -> pd.DataFrame:
+    """The study-vs-ardlab table (see the module's docstring) from ``comparisons.training`` and the raw rows."""
+    if train.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    picks = picks or {}
+    t = t.assign(allreduce_share=allreduce_share(t), variant=t.library + "/" + t.algorithm)
+    shares = t.groupby(["group", "variant"]).allreduce_share.median()
+    rates = t.groupby("group").link_rate.first().fillna("").astype(str).to_dict() if "link_rate" in t else {}
+    rows = []
+    for lib, g in train.groupby("library"):
+        forced = g[g.algorithm != DEFAULT]
+        selections = [(f"{lib}: its best variant over its default", forced, "best measured")]
+        selections.append((f"{lib}: its tuned file over its default", forced[forced.algorithm == TUNED], "tuned"))
+        picked = forced[[picks.get(r.group, {}).get(lib, {}).get("best") == r.algorithm for r in forced.itertuples()]]
+        selections.append((f"{lib}: the algorithm picked best from the microbenchmark over its default", picked,
+                           "picked best"))
+        for claim, rows_, label in selections:
+            r, sig = _largest(rows_.dropna(subset=["speedup_vs_default"]), "speedup_vs_default")
+            if r is not None:
+                n = rows_.group.nunique()
+                rows.append(_row(claim, STUDY["algorithm"], r, "speedup_vs_default", f"{label}: {r.algorithm}",
+                                 shares, sig, n, rates))
+    # across libraries: the group's best variant over the worst library default, and over the worst variant
+    best = train.loc[train.groupby("group").img_per_s.idxmax()]
+    defaults = train[train.algorithm == DEFAULT]
+    worst_default = defaults.loc[defaults.groupby("group").img_per_s.idxmin()].set_index("group")
+    vs_default = []
+    for r in best.itertuples():
+        if r.group in worst_default.index:
+            w = worst_default.loc[r.group]
+            piv = _rounds(t[t.group == r.group], "img_per_s")
+            s = _speedup(False, piv[f"{w.library}/{DEFAULT}"], piv[f"{r.library}/{r.algorithm}"], "speedup_vs_wd")
+            vs_default.append({**r._asdict(), **s, "worst_default": w.library})
+    vs = pd.DataFrame(vs_default)
+    r, sig = _largest(vs, "speedup_vs_wd") if len(vs) else (None, 0)
+    if r is not None:
+        rows.append(_row("best library+algorithm over the worst library's default", STUDY["library"], r,
+                         "speedup_vs_wd", f"{r['library']}/{r['algorithm']} over {r['worst_default']}/{DEFAULT}",
+                         shares, sig, len(vs), rates))
+    r, sig = _largest(best, "speedup_vs_worst")
+    if r is not None:
+        rows.append(_row("best library+algorithm over the worst combination", STUDY["library"], r, "speedup_vs_worst",
+                         f"{r['library']}/{r['algorithm']} over {r['worst']}", shares, sig, len(best), rates))
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def points(train: pd.DataFrame, t: pd.DataFrame, picks: dict | None = None) -> pd.DataFrame:
+    """Per group and library: the tuned file's and the picked best's speedup over the default (with intervals)
+    against the default's Allreduce share: the figure's points."""
+    picks = picks or {}
+    t = t.assign(allreduce_share=allreduce_share(t), variant=t.library + "/" + t.algorithm)
+    shares = t.groupby(["group", "variant"]).allreduce_share.median()
+    out = []
+    for r in train[train.algorithm != DEFAULT].itertuples():
+        best = picks.get(r.group, {}).get(r.library, {}).get("best")
+        selection = "tuned" if r.algorithm == TUNED else "picked best" if r.algorithm == best else None
+        if selection:
+            out.append({"group": r.group, "library": r.library, "selection": selection, "algorithm": r.algorithm,
+                        "framework": r.framework, "model": r.model, "nodes": r.nodes, "ranks": r.ranks,
+                        "allreduce_share": shares.get((r.group, f"{r.library}/{DEFAULT}"), np.nan),
+                        "speedup": r.speedup_vs_default, "ci_low": r.speedup_vs_default_ci_low,
+                        "ci_high": r.speedup_vs_default_ci_high})
+    return pd.DataFrame(out)
+
+
+def figure(pts: pd.DataFrame, out: Path) -> list[Path]:
+    """Training speedup of each selection over the default against the Allreduce share, one panel per library."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if pts.empty or pts.allreduce_share.isna().all():
+        return []
+    libs = sorted(pts.library.unique())
+    fig, axes = plt.subplots(1, len(libs), figsize=(4.2 * len(libs), 3.6), sharey=True, squeeze=False)
+    for ax, lib in zip(axes[0], libs):
+        for (sel, fw), g in pts[pts.library == lib].groupby(["selection", "framework"]):
+            lo = (g.speedup - g.ci_low).clip(lower=0).fillna(0)
+            hi = (g.ci_high - g.speedup).clip(lower=0).fillna(0)
+            ax.errorbar(g.allreduce_share, g.speedup, yerr=[lo, hi], fmt="o" if sel == "tuned" else "s",
+                        capsize=3, label=f"{sel}, {fw}", alpha=0.8)
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.axhline(STUDY["algorithm"], color="tab:red", ls="--", lw=0.8, label="the study's 1.2x")
+        ax.set_title(lib)
+        ax.set_xlabel("Allreduce share of a step (the default's)")
+        ax.set_xlim(left=0)
+    axes[0][0].set_ylabel("training speedup over the default")
+    axes[0][-1].legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "speedup_vs_allreduce_share.png", out / "speedup_vs_allreduce_share.pdf"]
+    for p in paths:
+        fig.savefig(p, dpi=150)
+    plt.close(fig)
+    return paths

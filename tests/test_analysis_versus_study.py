@@ -1,0 +1,84 @@
+"""The study-vs-ardlab table and the speedup-against-share points (ardlab.analysis.versus_study), on training rows
+whose throughputs and splits are known."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ardlab.analysis import comparisons as cmp
+from ardlab.analysis import versus_study as vs
+
+ROUNDS = 6
+
+
+def _rows(rates: dict, group="horovod/alexnet-f64/n2-r4", framework="tensorflow", share=None) -> pd.DataFrame:
+    """Rows of one training group: (library, algorithm) -> img/s, every round alike but for a little noise; with
+    `share`, compute_s and allreduce_s split each row's time so that the Allreduce takes that share."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for r in range(ROUNDS):
+        for (lib, alg), ips in rates.items():
+            row = {"group": group, "framework": framework, "model": "alexnet", "parallel_mode": "horovod",
+                   "ranks": 4, "nodes": 2, "library": lib, "algorithm": alg, "round": r, "link_rate": "1gbit",
+                   "img_per_s": ips * (1 + 0.005 * rng.standard_normal())}
+            if share is not None:
+                row.update(compute_s=10 * (1 - share[(lib, alg)]), allreduce_s=10 * share[(lib, alg)], wait_s=np.nan)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+RATES = {("mpich", "default"): 100.0, ("mpich", "ring"): 125.0, ("mpich", "tuned"): 118.0,
+         ("mpich", "recursive_doubling"): 90.0, ("openmpi", "default"): 50.0, ("openmpi", "ring"): 55.0}
+SHARE = {k: 0.4 if k[0] == "mpich" else 0.7 for k in RATES}
+PICKS = {"horovod/alexnet-f64/n2-r4": {"mpich": {"best": "ring", "worst": "recursive_doubling"},
+                                       "openmpi": {"best": "ring", "worst": "ring"}}}
+
+
+def test_the_claims_side_by_side():
+    t = _rows(RATES, share=SHARE)
+    table = vs.table(cmp.training(t), t, PICKS).set_index("claim")
+    best = table.loc["mpich: its best variant over its default"]
+    assert best.variant == "best measured: ring" and best.ardlab == pytest.approx(1.25, rel=0.02)
+    assert best.verdict == "faster" and best.agreement == "significant, larger than the study's"
+    assert best.allreduce_share == pytest.approx(0.4) and best.link_rate == "1gbit" and best.groups == 1
+    tuned = table.loc["mpich: its tuned file over its default"]
+    assert tuned.ardlab == pytest.approx(1.18, rel=0.02) and tuned.agreement == "significant, smaller than the study's"
+    picked = table.loc["mpich: the algorithm picked best from the microbenchmark over its default"]
+    assert picked.variant == "picked best: ring"
+    across = table.loc["best library+algorithm over the worst library's default"]
+    assert across.variant == "mpich/ring over openmpi/default" and across.ardlab == pytest.approx(2.5, rel=0.02)
+    assert across.agreement == "significant, smaller than the study's"
+    worst = table.loc["best library+algorithm over the worst combination"]
+    assert worst.variant == "mpich/ring over openmpi/default" and worst.study == 2.8
+
+
+def test_no_effect_is_said_plainly():
+    t = _rows({("mpich", "default"): 100.0, ("mpich", "ring"): 100.0})
+    row = vs.table(cmp.training(t), t).set_index("claim").loc["mpich: its best variant over its default"]
+    assert row.verdict == "same" and row.agreement == "no significant speedup: does not confirm the study"
+    assert np.isnan(row.allreduce_share)  # no split in these rows
+
+
+def test_shares_of_both_frameworks():
+    t = pd.DataFrame({"compute_s": [3.0, 3.0, np.nan], "allreduce_s": [1.0, 0.5, 1.0], "wait_s": [np.nan, 0.5, 0.0]})
+    assert list(vs.allreduce_share(t).round(3).fillna(-1)) == [0.25, 0.25, -1]
+
+
+def test_points_and_figure(tmp_path):
+    t = _rows(RATES, share=SHARE)
+    pts = vs.points(cmp.training(t), t, PICKS)
+    assert set(zip(pts.library, pts.selection)) == {("mpich", "tuned"), ("mpich", "picked best"),
+                                                    ("openmpi", "picked best")}
+    assert (pts.ci_low <= pts.speedup).all() and (pts.speedup <= pts.ci_high).all()
+    paths = vs.figure(pts, tmp_path)
+    assert [p.name for p in paths] == ["speedup_vs_allreduce_share.png", "speedup_vs_allreduce_share.pdf"]
+    assert all(p.stat().st_size > 0 for p in paths)
+
+
+def test_picks_read_from_a_run(tmp_path):
+    folder = tmp_path / "picks" / "horovod" / "alexnet-f64"
+    folder.mkdir(parents=True)
+    pd.DataFrame({"library": ["mpich", "mpich", "openmpi"], "algorithm": ["ring", "tree", "ring"],
+                  "pick": ["best", "worst", "best;worst"]}).to_csv(folder / "n2-r4.csv", index=False)
+    assert vs.read_picks(tmp_path) == {"horovod/alexnet-f64/n2-r4": {"mpich": {"best": "ring", "worst": "tree"},
+                                                                     "openmpi": {"best": "ring", "worst": "ring"}}}
