@@ -7,6 +7,7 @@ import pytest
 
 from ardlab.analysis import comparisons as cmp
 from ardlab.analysis import versus_study as vs
+from ardlab.analysis.stats import SAME
 
 ROUNDS = 6
 
@@ -55,8 +56,17 @@ def test_the_claims_side_by_side():
 def test_no_effect_is_said_plainly():
     t = _rows({("mpich", "default"): 100.0, ("mpich", "ring"): 100.0})
     row = vs.table(cmp.training(t), t).set_index("claim").loc["mpich: its best variant over its default"]
-    assert row.verdict == "same" and row.agreement == "no significant speedup: does not confirm the study"
+    assert row.verdict == SAME and row.agreement == "no significant speedup: does not confirm the study"
     assert np.isnan(row.allreduce_share)  # no split in these rows
+
+
+def test_defaults_only():
+    """A run that trains each library's default only: nothing to say per library, the across-library claims stay."""
+    t = _rows({("mpich", "default"): 100.0, ("openmpi", "default"): 50.0})
+    table = vs.table(cmp.training(t), t)
+    assert list(table.claim) == ["best library+algorithm over the worst library's default",
+                                 "best library+algorithm over the worst combination"]
+    assert vs.points(cmp.training(t), t).empty
 
 
 def test_shares_of_both_frameworks():

@@ -180,6 +180,15 @@ def test_shipped_configs_are_valid(name):
     study.validate(cfg)
 
 
+def test_the_slower_link_overlay_is_valid_on_the_cluster_study():
+    """workflow/config/overlays/cluster-250mbit.yaml is merged onto cluster.yaml (as Snakemake merges --configfile
+    A B): the same pipeline in its own folder at another rate."""
+    base = yaml.safe_load((ROOT / "workflow" / "config" / "cluster.yaml").read_text())
+    overlay = yaml.safe_load((ROOT / "workflow" / "config" / "overlays" / "cluster-250mbit.yaml").read_text())
+    cfg = study.validate({**base, **overlay})
+    assert cfg["link_rate"] == "250mbit" and cfg["results"] != base["results"]
+
+
 def test_lint_is_clean():
     proc = snakemake("--lint", "--profile", "workflow/profiles/local", timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -30,7 +30,7 @@ from ardlab import rounds
 from ardlab.comm import launch
 from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, TUNED, library, run_env
 from ardlab.plan import Comparison, RunPlan
-from ardlab.results import BENCH_COLUMNS, TRAIN_COLUMNS, selected_algorithms, write_csv
+from ardlab.results import BENCH_COLUMNS, TRAIN_COLUMNS, picked, selected_algorithms, write_csv
 
 
 def forced(plan: RunPlan) -> str:
@@ -134,8 +134,6 @@ def variants(c: Comparison) -> list[RunPlan]:
     out = list(c.variants)
     seen = {v.label for v in out}
     if c.picks:
-        from ardlab.analysis.picks import picked
-
         for lib, names in c.picks.items():
             base = [v for v in c.variants if v.library == lib and v.algorithm == DEFAULT and not v.tuned]
             if not base:

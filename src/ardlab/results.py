@@ -78,6 +78,22 @@ LAYER_TIMING_COLUMNS = ["layer", "forward_s", "backward_s", "allreduce_s", "wait
 RANGES_COLUMNS = ["lo_bytes", "hi_bytes", "algorithm"]
 
 
+PICKS = ("best", "worst")  # the algorithms a pick file (ardlab.analysis.picks) names per library
+
+
+def picked(path: str | os.PathLike, library_name: str, pick: str) -> str:
+    """The algorithm a pick file names as `library_name`'s `pick` (best or worst; a library's only forced algorithm
+    is both, ``best;worst``)."""
+    if pick not in PICKS:
+        raise ValueError(f"unknown pick {pick!r}; valid: {', '.join(PICKS)}")
+    with open(path, newline="") as f:
+        hits = [r["algorithm"] for r in csv.DictReader(f)
+                if r["library"] == library_name and pick in r["pick"].split(";")]
+    if len(hits) != 1:
+        raise ValueError(f"pick file {path} names no {pick} algorithm for {library_name}")
+    return hits[0]
+
+
 def scale_name(ranks: int, nodes: int = 1) -> str:
     """A scale's name in paths: r<ranks> on one node, n<nodes>-r<ranks> across nodes."""
     return f"r{ranks}" if nodes == 1 else f"n{nodes}-r{ranks}"

@@ -34,3 +34,9 @@ def job_resource(kind, key):
 def results_folder(wc, output):
     """The results folder, for the aggregation commands."""
     return R
+
+
+def group_job(wc):
+    """The round-0 job of the training group the wildcards name (kind, model, mode, scale): its launch settings."""
+    nodes, ranks = study.parse_scale(wc.scale)
+    return study.Job(wc.kind, 0, ranks, nodes, wc.model, wc.mode)

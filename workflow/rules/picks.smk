@@ -4,12 +4,6 @@
 # fastest is `best`, the slowest `worst`. A group with picks starts after its pick file exists.
 
 
-def group_job(wc):
-    """The round-0 job of the training group the wildcards name (its launch settings)."""
-    nodes, ranks = study.parse_scale(wc.scale)
-    return study.Job(wc.kind, 0, ranks, nodes, wc.model, wc.mode)
-
-
 rule callsizes:
     output: f"{R}/{commands.CALLSIZES}"
     log: f"{R}/logs/{commands.CALLSIZES}".replace(".csv", ".log")

@@ -21,7 +21,7 @@ from ardlab.comm.libraries import DEFAULT, OWN_PREFIX, Algorithm, library
 
 _NONE = Algorithm("", "native", "")
 
-PICKS = ("best", "worst")
+from ardlab.results import PICKS, picked  # noqa: F401  (what a pick file holds is read there: the driver's layer)
 COLUMNS = ["library", "algorithm", "predicted_us_per_step", "pick", "calls_per_step", "sizes_measured",
            "ranks", "nodes"]
 
@@ -67,12 +67,3 @@ def predict(bench: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
     return out[COLUMNS].sort_values(["library", "predicted_us_per_step"]).reset_index(drop=True)
 
 
-def picked(path, library_name: str, pick: str) -> str:
-    """The algorithm a pick file names as `library_name`'s `pick` (best or worst)."""
-    if pick not in PICKS:
-        raise ValueError(f"unknown pick {pick!r}; valid: {', '.join(PICKS)}")
-    table = pd.read_csv(path, keep_default_na=False)
-    hit = table[(table["library"] == library_name) & table["pick"].str.split(";").apply(lambda p: pick in p)]
-    if len(hit) != 1:
-        raise ValueError(f"pick file {path} names no {pick} algorithm for {library_name}")
-    return str(hit["algorithm"].iloc[0])

@@ -27,6 +27,8 @@ from ardlab.analysis.stats import FASTER, TOO_FEW
 from ardlab.comm.libraries import DEFAULT, TUNED
 
 STUDY = {"algorithm": 1.2, "library": 2.8}
+POINT_COLUMNS = ["group", "library", "selection", "algorithm", "framework", "model", "nodes", "ranks",
+                 "allreduce_share", "speedup", "ci_low", "ci_high"]
 COLUMNS = ["claim", "study", "ardlab", "ci_low", "ci_high", "verdict", "agreement", "library", "variant", "framework",
            "model", "nodes", "ranks", "link_rate", "allreduce_share", "groups_significant", "groups"]
 
@@ -99,7 +101,8 @@ def table(train: pd.DataFrame, t: pd.DataFrame, picks: dict | None = None) -> pd
         forced = g[g.algorithm != DEFAULT]
         selections = [(f"{lib}: its best variant over its default", forced, "best measured")]
         selections.append((f"{lib}: its tuned file over its default", forced[forced.algorithm == TUNED], "tuned"))
-        picked = forced[[picks.get(r.group, {}).get(lib, {}).get("best") == r.algorithm for r in forced.itertuples()]]
+        is_pick = [picks.get(r.group, {}).get(lib, {}).get("best") == r.algorithm for r in forced.itertuples()]
+        picked = forced[np.array(is_pick, dtype=bool)]
         selections.append((f"{lib}: the algorithm picked best from the microbenchmark over its default", picked,
                            "picked best"))
         for claim, rows_, label in selections:
@@ -135,6 +138,8 @@ def table(train: pd.DataFrame, t: pd.DataFrame, picks: dict | None = None) -> pd
 def points(train: pd.DataFrame, t: pd.DataFrame, picks: dict | None = None) -> pd.DataFrame:
     """Per group and library: the tuned file's and the picked best's speedup over the default (with intervals)
     against the default's Allreduce share: the figure's points."""
+    if train.empty:
+        return pd.DataFrame(columns=POINT_COLUMNS)
     picks = picks or {}
     t = t.assign(allreduce_share=allreduce_share(t), variant=t.library + "/" + t.algorithm)
     shares = t.groupby(["group", "variant"]).allreduce_share.median()
@@ -148,7 +153,7 @@ def points(train: pd.DataFrame, t: pd.DataFrame, picks: dict | None = None) -> p
                         "allreduce_share": shares.get((r.group, f"{r.library}/{DEFAULT}"), np.nan),
                         "speedup": r.speedup_vs_default, "ci_low": r.speedup_vs_default_ci_low,
                         "ci_high": r.speedup_vs_default_ci_high})
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, columns=POINT_COLUMNS)
 
 
 def figure(pts: pd.DataFrame, out: Path) -> list[Path]:

@@ -67,13 +67,7 @@ def _tensorflow(model_name: str, batch: int, steps: int, warmup: int, threads: i
     opt = tf.keras.optimizers.SGD(0.01, momentum=0.9)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
-    @tf.function
-    def step(x, y):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        opt.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
+    step = kmodels.plain_step(tf, model, loss_fn, opt)
 
     rng = np.random.default_rng(0)
     x = tf.constant(rng.random((batch, 32, 32, 3), dtype=np.float32))

@@ -126,3 +126,17 @@ def copy_weights(src, dst) -> None:
         if isinstance(layer, L.Conv2D) and type(kl).__name__ == "DepthwiseConv2D":
             kernel = kernel.transpose(0, 1, 3, 2)  # (kh, kw, 1, C) -> Keras depthwise (kh, kw, C, 1)
         kl.set_weights([kernel] + ([layer.params["bias"]] if "bias" in layer.params else []))
+
+
+def plain_step(tf, model, loss_fn, opt):
+    """One training step without any Allreduce (forward, backward, update), as a tf.function: TensorFlow's own
+    speed (bench.vs_tensorflow) and each rank's compute alone (train-tf --compute-batches)."""
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    return step

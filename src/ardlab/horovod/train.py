@@ -131,14 +131,9 @@ def _compute_only(tf, hvd, cfg: TFConfig, model, loss_fn, opt, batches) -> float
     """Seconds per batch of each rank's compute alone (forward, backward, update; no Allreduce), averaged over the
     ranks: one untimed batch (tracing), then cfg.compute_batches timed. The ranks start together and end together
     (Horovod Allreduces outside the timed span)."""
-    @tf.function
-    def local_step(x, y):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        opt.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
+    from ardlab.horovod.models import plain_step
 
+    local_step = plain_step(tf, model, loss_fn, opt)
     float(local_step(*next(batches)))
     hvd.allreduce(tf.constant(0.0), op=hvd.Sum).numpy()  # every rank starts the timed span together
     t0 = time.perf_counter()
