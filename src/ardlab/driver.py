@@ -12,7 +12,8 @@ is written as JSON beside the output, and every rank reads it (``python -m ardla
 - A comparison (``ardlab.plan.Comparison``) runs its variants in paired, interleaved rounds: every round launches
   each variant once (a library reads its algorithm knob at MPI_Init, and launch-to-launch variation is part of
   what must be sampled) in the seeded shuffled order of ``ardlab.rounds``; every row records its group, round,
-  position and seed, and all rows go to one CSV.
+  position and seed, and all rows go to one CSV. With ``switch_in_launch`` a library's training variants of a
+  round share one launch where it can switch the algorithm inside it (``launches``; rows say ``launch_variants``).
 - A failed, killed or timed-out launch raises and writes nothing.
 """
 
@@ -65,6 +66,8 @@ def launch_env(plan: RunPlan, algorithm: str) -> dict[str, str]:
         env.update(launch.thread_env(plan.threads))
     if plan.tuned:
         env.update(library(plan.library).tuned_env(plan.tuned))
+    if plan.switch:  # what a launch that switches its algorithm inside needs from the start (ardlab.comm.switch)
+        env.update(library(plan.library).switching.launch_env)
     env.update(plan.env)
     return env
 
@@ -157,6 +160,41 @@ def variants(c: Comparison) -> list[RunPlan]:
     return out
 
 
+def shares_launch(plan: RunPlan) -> bool:
+    """Whether a variant can be measured in a launch with others of its library (``Comparison.switch_in_launch``): a
+    training run of a native algorithm, with no tuned file, of a library that switches inside a launch."""
+    return plan.kind in ("train", "train-tf") and not plan.tuned and plan.algorithm not in OWN_ALGORITHMS \
+        and library(plan.library).switching is not None
+
+
+def launches(plans: list[RunPlan], indices: list[int], share: bool) -> list[tuple[RunPlan, list[int]]]:
+    """The launches of one round, in order, from its shuffled variant order `indices`: (plan, its positions). With
+    `share`, the variants of a library that can share a launch (`shares_launch`, otherwise alike) become one launch
+    at the place of the first of them, measuring them in the round's order."""
+    groups: dict[str, list[int]] = {}
+    order: list[tuple[str | None, list[int]]] = []
+    for pos, i in enumerate(indices):
+        p = plans[i]
+        if not (share and shares_launch(p)):
+            order.append((None, [pos]))
+            continue
+        key = dataclasses.replace(p, algorithm=DEFAULT).to_json()
+        if key not in groups:
+            groups[key] = []
+            order.append((key, groups[key]))
+        groups[key].append(pos)
+    out = []
+    for key, positions in order:
+        first = plans[indices[positions[0]]]
+        if key is None or len(positions) == 1:
+            out.append((dataclasses.replace(first, position=positions[0]), positions))
+            continue
+        out.append((dataclasses.replace(first, algorithm=DEFAULT, position=positions[0],
+                                        switch=[plans[indices[q]].algorithm for q in positions],
+                                        switch_positions=positions), positions))
+    return out
+
+
 def run_comparison(c: Comparison) -> list[dict]:
     """Measure every variant of `c` once per round, in each round's shuffled order; the rows of all (also written
     to c.output, atomically, once every launch succeeded)."""
@@ -170,14 +208,18 @@ def run_comparison(c: Comparison) -> list[dict]:
                file=sys.stderr)
     with _workdir(c.output) as tmp:
         for r, indices in enumerate(order, start=c.first_round):
-            for pos, i in enumerate(indices):
+            for plan, positions in launches(plans, indices, c.switch_in_launch):
+                pos = positions[0]
                 part = Path(tmp) / f"r{r}-{pos}.csv"
-                v = dataclasses.replace(plans[i], output=str(part), progress=False, group=c.group, round=r,
-                                        position=pos, order_seed=c.seed)
+                v = dataclasses.replace(plan, output=str(part), progress=False, group=c.group, round=r,
+                                        order_seed=c.seed)
                 bar.set_postfix_str(f"round {r}: {v.label}"[:40])
                 _launch(v, Path(tmp) / f"r{r}-{pos}.json", capture=True)
-                rows.extend(_read(part))
-                bar.update()
+                got = _read(part)
+                if c.kind != "bench" and len(got) != len(positions):  # a training row per variant
+                    raise RuntimeError(f"{v.label}: the launch wrote {len(got)} rows for {len(positions)} variants")
+                rows.extend(got)
+                bar.update(len(positions))
     bar.close()
     if c.output:
         write_csv(c.output, BENCH_COLUMNS if c.kind == "bench" else TRAIN_COLUMNS, rows)

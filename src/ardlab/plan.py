@@ -50,6 +50,10 @@ class RunPlan:
     round: int = 0
     position: int = 0
     order_seed: int = 0  # the seed of the round's order
+    # Several variants in one launch (train, train-tf; ardlab.comm.switch): the algorithms it measures one after
+    # another, switched inside it, and each one's position in the round. Empty: the plan's own algorithm alone.
+    switch: list[str] = field(default_factory=list)
+    switch_positions: list[int] = field(default_factory=list)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -62,6 +66,25 @@ class RunPlan:
             raise ValueError(f"nodes must be >= 1, got {self.nodes}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
+        if self.switch:
+            self._check_switch()
+
+    def _check_switch(self) -> None:
+        lib = library(self.library)
+        where = f"a launch switching {lib.display}'s algorithm ({', '.join(self.switch)})"
+        if lib.switching is None:
+            raise ValueError(f"{where}: {lib.display} cannot switch inside a launch: {lib.switching_note}")
+        if self.kind == "bench":
+            raise ValueError(f"{where}: the microbenchmark measures one forced algorithm a launch")
+        if self.tuned or self.algorithm != DEFAULT:
+            raise ValueError(f"{where} starts at the default, without a tuned file (it has {self.algorithm!r}, "
+                             f"tuned file {self.tuned!r})")
+        if len(self.switch_positions) != len(self.switch):
+            raise ValueError(f"{where}: {len(self.switch_positions)} positions for {len(self.switch)} algorithms")
+        for name in self.switch:
+            if name in OWN_ALGORITHMS or name == TUNED:
+                raise ValueError(f"{where}: {name!r} is not a native algorithm it can switch to")
+            algorithm(self.library, name)  # unknown names fail here, listing the valid ones
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -87,6 +110,8 @@ class RunPlan:
     def label(self) -> str:
         """The variant this plan measures: library/algorithm (a microbenchmark plan of one algorithm)."""
         names = self.options.get("algorithms") if self.kind == "bench" else None
+        if self.switch:
+            return f"{self.library}/{'+'.join(self.switch)}"
         return f"{self.library}/{names[0] if names and len(names) == 1 else self.algorithm}"
 
     def stamp(self, row: dict) -> dict:
@@ -119,6 +144,10 @@ class Comparison:
     # of that library's default variant; a pick that is already a variant is not measured twice
     picks: dict[str, list[str]] = field(default_factory=dict)
     picked_from: str | None = None
+    # Measure a library's native variants of a round in one launch, switching the algorithm inside it, where the
+    # library can (ardlab.comm.switch; train and train-tf): one start-up (TensorFlow's, Horovod's) instead of one per
+    # variant. Tuned files, our own algorithms and libraries that cannot switch keep a launch each.
+    switch_in_launch: bool = False
 
     def __post_init__(self):
         self.variants = [v if isinstance(v, RunPlan) else RunPlan.from_dict(v) for v in self.variants]
@@ -131,6 +160,9 @@ class Comparison:
             raise ValueError(f"rounds must be >= 1, got {self.rounds}")
         if self.picks and not self.picked_from:
             raise ValueError(f"comparison group {self.group!r} picks algorithms but names no pick file")
+        if self.switch_in_launch and self.kind == "bench":
+            raise ValueError(f"comparison group {self.group!r}: switching inside a launch is for training; the "
+                             "microbenchmark measures one forced algorithm a launch")
 
     @property
     def kind(self) -> str:

@@ -45,14 +45,48 @@ def execute(plan: RunPlan) -> list[dict] | None:
     where = placement(plan.threads or 1)
     if plan.kind == "bench":
         return _bench(plan, where)
-    row = _train(plan) if plan.kind == "train" else _train_tf(plan)
-    if row is None:  # not rank 0
+    train = _train if plan.kind == "train" else _train_tf
+    if plan.switch:
+        rows = _switched(plan, train)
+    else:
+        rows = [train(plan, None, None)]
+        if rows[0] is not None:
+            plan.stamp(rows[0])["launch_variants"] = "1"
+    if rows[0] is None:  # not rank 0
         return None
-    plan.stamp(row).update(where)
+    for row in rows:
+        row.update(where)
+        print(", ".join(f"{k}={row[k]}" for k in SHOWN[plan.kind]), flush=True)
     if plan.output:
-        write_csv(plan.output, TRAIN_COLUMNS, [row])
-    print(", ".join(f"{k}={row[k]}" for k in SHOWN[plan.kind]), flush=True)
-    return [row]
+        write_csv(plan.output, TRAIN_COLUMNS, rows)
+    return rows
+
+
+def _switched(plan: RunPlan, train) -> list:
+    """Every algorithm of plan.switch in turn, switched inside this launch (ardlab.comm.switch): one training run
+    each, on the communicator the switch returns; its row (rank 0) with its own position, the cvars written in its
+    knobs. With ARDLAB_PROBE_PHASES set, each phase is marked for ``ardlab.comm.probe.probe_switched``."""
+    from mpi4py import MPI
+
+    from ardlab.comm.probe import PHASE, SWITCHING, _mark
+    from ardlab.comm.switch import Switch
+
+    marks = bool(os.environ.get("ARDLAB_PROBE_PHASES"))
+    rows = []
+    with Switch(plan.library) as sw:
+        for i, (name, pos) in enumerate(zip(plan.switch, plan.switch_positions)):
+            if marks:
+                _mark(MPI.COMM_WORLD, f"{PHASE} {i} {name} {SWITCHING}")
+            comm = sw.to(name)
+            if marks:
+                _mark(MPI.COMM_WORLD, f"{PHASE} {i} {name}")
+            row = train(plan, comm, name)
+            if row is not None:
+                plan.stamp(row).update(position=pos, launch_variants=str(len(plan.switch)))
+                row["knobs"] = ";".join(filter(None, [row["knobs"],
+                                                      *(f"MPI_T:{k}={v}" for k, v in sw.changed(name).items())]))
+            rows.append(row)
+    return rows
 
 
 def placement(threads: int) -> dict:
@@ -92,7 +126,9 @@ def _bench(plan: RunPlan, where: dict) -> list[dict] | None:
     return rows
 
 
-def _train(plan: RunPlan) -> dict | None:
+def _train(plan: RunPlan, comm, label: str | None) -> dict | None:
+    """An ardlab.nn training run on `comm` (None: COMM_WORLD); its row on rank 0, labelled `label` (None: the
+    algorithm the launch forces)."""
     from mpi4py import MPI
 
     from ardlab.comm import OWN_ALGORITHMS, forced_algorithm
@@ -102,17 +138,20 @@ def _train(plan: RunPlan) -> dict | None:
     if opts.get("input_shape") is not None:
         opts["input_shape"] = tuple(opts["input_shape"])
     own = plan.algorithm if plan.algorithm in OWN_ALGORITHMS else None
-    cfg = TrainConfig(**opts, allreduce=own or "native", algorithm_label=forced_algorithm(plan.library, os.environ),
-                      progress=plan.progress)
-    row = run(cfg)
+    cfg = TrainConfig(**opts, allreduce=own or "native",
+                      algorithm_label=label or forced_algorithm(plan.library, os.environ), progress=plan.progress)
+    row = run(cfg, comm)
     return row if MPI.COMM_WORLD.Get_rank() == 0 else None
 
 
-def _train_tf(plan: RunPlan) -> dict | None:
+def _train_tf(plan: RunPlan, comm, label: str | None) -> dict | None:
+    """A TensorFlow + Horovod training run, Horovod started on `comm` (None: COMM_WORLD) and shut down after it when
+    given one; its row on rank 0, labelled `label` (None: the algorithm the launch forces)."""
     from ardlab.horovod.train import TFConfig, run
 
     os.environ.update(plan.env)  # Horovod's knobs, before hvd.init() (in-mpi runs have them nowhere else)
-    return run(TFConfig(**plan.options, threads=plan.threads, progress=plan.progress))
+    return run(TFConfig(**plan.options, threads=plan.threads, progress=plan.progress), comm=comm,
+               algorithm_label=label)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,13 +45,17 @@ BENCH_COLUMNS = [
     *NETWORK_COLUMNS, *TRAFFIC_COLUMNS, *STARTUP_COLUMNS, *TIMER_COLUMNS,
 ]
 
+# How many variants the launch that measured a training row measured (1: a launch of its own; more: the algorithm was
+# switched inside one launch, ardlab.comm.switch, each variant's row under its own position); 1 in files from before.
+LAUNCH_COLUMNS = ["launch_variants"]
+
 TRAIN_COLUMNS = [
     "framework", "model", "dataset", "library", "library_version", "algorithm", "parallel_mode", "ranks",
     "batch_per_rank", "steps", "img_per_s", "img_per_s_ci95", "compute_s", "allreduce_s", "wait_s",
     "final_loss", "final_accuracy", "final_top5_accuracy", "knobs", "started_at", *ROUND_COLUMNS,
     "nodes", *NETWORK_COLUMNS,
     "backend",  # ardlab.nn's compute backend (numpy | onednn); tensorflow for tf.keras
-    *STARTUP_COLUMNS,
+    *STARTUP_COLUMNS, *LAUNCH_COLUMNS,
 ]
 
 # Earlier headers a reader still accepts, with the values the columns added since take in them: files of the
@@ -60,14 +64,17 @@ TRAIN_COLUMNS = [
 _STARTUP_FILL = dict.fromkeys(STARTUP_COLUMNS, "")
 _BENCH_ADDED = len(STARTUP_COLUMNS) + len(TIMER_COLUMNS)
 _PYTHON_TIMER = dict.fromkeys(TIMER_COLUMNS, "python")
+_TRAIN_ADDED = len(STARTUP_COLUMNS) + len(LAUNCH_COLUMNS)
+_OWN_LAUNCH = dict.fromkeys(LAUNCH_COLUMNS, "1")
 EARLIER_COLUMNS = {
     "bench": [(BENCH_COLUMNS[: -len(NETWORK_COLUMNS) - len(TRAFFIC_COLUMNS) - _BENCH_ADDED],
                {**dict.fromkeys([*NETWORK_COLUMNS, *TRAFFIC_COLUMNS], ""), **_STARTUP_FILL, **_PYTHON_TIMER}),
               (BENCH_COLUMNS[: -_BENCH_ADDED], {**_STARTUP_FILL, **_PYTHON_TIMER})],
-    "train": [(TRAIN_COLUMNS[: -2 - len(NETWORK_COLUMNS) - len(STARTUP_COLUMNS)],
-               {"nodes": "1", **dict.fromkeys(NETWORK_COLUMNS, ""), "backend": "", **_STARTUP_FILL}),
-              (TRAIN_COLUMNS[: -1 - len(STARTUP_COLUMNS)], {"backend": "", **_STARTUP_FILL}),
-              (TRAIN_COLUMNS[: -len(STARTUP_COLUMNS)], _STARTUP_FILL)],
+    "train": [(TRAIN_COLUMNS[: -2 - len(NETWORK_COLUMNS) - _TRAIN_ADDED],
+               {"nodes": "1", **dict.fromkeys(NETWORK_COLUMNS, ""), "backend": "", **_STARTUP_FILL, **_OWN_LAUNCH}),
+              (TRAIN_COLUMNS[: -1 - _TRAIN_ADDED], {"backend": "", **_STARTUP_FILL, **_OWN_LAUNCH}),
+              (TRAIN_COLUMNS[: -_TRAIN_ADDED], {**_STARTUP_FILL, **_OWN_LAUNCH}),
+              (TRAIN_COLUMNS[: -len(LAUNCH_COLUMNS)], _OWN_LAUNCH)],
 }
 
 # `ardlab train --layer-timing FILE`: seconds per step, one row a layer (the optimizer update as its own row).

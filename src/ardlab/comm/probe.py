@@ -143,15 +143,19 @@ def probe(
 
 def probe_switched(library_name: str, algorithms: list[str], *, ranks: int = 2, count: int = 4096, calls: int = 3,
                    noncommutative: bool = False, timeout: float = 300, extra_env: dict[str, str] | None = None,
-                   nodes: int = 1, launcher: str = "local") -> list[Counter]:
+                   nodes: int = 1, launcher: str = "local", program: list[str] | None = None) -> list[Counter]:
     """One launch at the default that switches through `algorithms` (ardlab.comm.switch), `calls` Allreduces in
-    each phase; what the library reported in each phase, as ``probe`` counts it."""
+    each phase; what the library reported in each phase, as ``probe`` counts it. With `program` (a Python argv: a
+    rank's run plan that switches through `algorithms`, ``python -m ardlab.rank --plan FILE``) that program runs
+    instead of the probe worker, and marks its phases the same way (ARDLAB_PROBE_PHASES)."""
     lib = library(library_name)
     if lib.switching is None:
         raise ValueError(f"{lib.display} cannot switch inside a launch: {lib.switching_note}")
     argv = ["-m", "ardlab.comm.probe", "--worker", "--count", str(count), "--calls", str(calls),
             "--switch", ",".join(algorithms)] + (["--noncommutative"] if noncommutative else [])
-    env = {**lib.switching.launch_env, **(extra_env or {})}
+    if program is not None:
+        argv = list(program)
+    env = {**lib.switching.launch_env, "ARDLAB_PROBE_PHASES": "1", **(extra_env or {})}
     stdout, stderr = _launch(library_name, "default", ranks, nodes, launcher, argv, env, timeout)
     phases = [Counter() for _ in algorithms]
     seen: Counter = Counter()

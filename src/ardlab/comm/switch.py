@@ -174,6 +174,10 @@ class Switch:
                                                                     self.library.force_env}}
         return {n: c.value_of(wanted[n]) if n in wanted else c.initial for n, c in self._cvars.items()}
 
+    def changed(self, algorithm: str) -> dict[str, int | str]:
+        """The cvars `algorithm` sets to other values than their start-up ones (what a row records as its knobs)."""
+        return {n: v for n, v in self.settings(algorithm).items() if v != self._cvars[n].initial}
+
     def to(self, algorithm: str):
         """Make `algorithm` the one that runs; return the communicator to call Allreduce on from now on."""
         for name, value in self.settings(algorithm).items():

@@ -143,12 +143,12 @@ def _compute_only(tf, hvd, cfg: TFConfig, model, loss_fn, opt, batches) -> float
     return float(hvd.allreduce(tf.constant(per_batch, tf.float64), op=hvd.Average).numpy())
 
 
-def run(cfg: TFConfig) -> dict | None:
-    """Train; return the summary row on rank 0 (None on the other ranks)."""
-    from ardlab.results import knobs_in_force
-    from ardlab.comm import detect, forced_algorithm
+def run(cfg: TFConfig, comm=None, algorithm_label: str | None = None) -> dict | None:
+    """Train; return the summary row on rank 0 (None on the other ranks). With `comm` (an mpi4py communicator, e.g.
+    the one a switch of the algorithm returns, ardlab.comm.switch) Horovod starts on it and shuts down at the end, so
+    that the next run of the launch starts it again; `algorithm_label` names the algorithm in the row (default: the
+    one the launch forces)."""
     from ardlab.horovod import models
-    from ardlab.nn import data
 
     if cfg.batch_per_rank < 1 or cfg.iterations < 1 or cfg.batches_per_iter < 1 or cfg.warmup_batches < 0 \
             or cfg.compute_batches < 0:
@@ -157,10 +157,26 @@ def run(cfg: TFConfig) -> dict | None:
     if cfg.model not in models.model_names():  # before TensorFlow takes seconds to load
         raise ValueError(f"unknown model {cfg.model!r}; valid: {', '.join(models.model_names())}")
     tf, hvd = _import_horovod()
-    if cfg.threads:
+    if cfg.threads and tf.config.threading.get_intra_op_parallelism_threads() != cfg.threads:
+        # (a second run in one launch finds them set: TensorFlow refuses to change them once it has started)
         tf.config.threading.set_intra_op_parallelism_threads(cfg.threads)
         tf.config.threading.set_inter_op_parallelism_threads(cfg.threads)
-    hvd.init()
+    if comm is None:
+        hvd.init()
+        return _train(tf, hvd, cfg, algorithm_label)
+    hvd.init(comm=comm)
+    try:
+        return _train(tf, hvd, cfg, algorithm_label)
+    finally:
+        hvd.shutdown()
+
+
+def _train(tf, hvd, cfg: TFConfig, algorithm_label: str | None) -> dict | None:
+    """run()'s training, once Horovod has started."""
+    from ardlab.results import knobs_in_force
+    from ardlab.comm import detect, forced_algorithm
+    from ardlab.horovod import models
+    from ardlab.nn import data
     from mpi4py import MPI
 
     rank, size = hvd.rank(), hvd.size()
@@ -250,7 +266,7 @@ def run(cfg: TFConfig) -> dict | None:
     ips = np.array(rates)
     return {
         "framework": "tensorflow", "model": cfg.model, "dataset": train.name, "library": lib.name,
-        "library_version": version, "algorithm": forced_algorithm(lib.name, os.environ), "parallel_mode": "horovod",
+        "library_version": version, "algorithm": algorithm_label or forced_algorithm(lib.name, os.environ), "parallel_mode": "horovod",
         "ranks": size, "batch_per_rank": cfg.batch_per_rank, "steps": total, "img_per_s": f"{ips.mean():.2f}",
         "img_per_s_ci95": f"{1.96 * ips.std(ddof=1) / math.sqrt(len(ips)):.2f}" if len(ips) > 1 else "0",
         # Horovod overlaps its Allreduce with backprop: what it adds to the timed batches is their time less the
