@@ -93,6 +93,10 @@ def snakemake(*args, timeout=1800, env=None):
     ({"train__picks": ["best"], "train__ranks": [1], "max_ranks": 2}, "config key 'train.picks': the algorithms are "
      "picked from the microbenchmark at the training's scale, which does not measure 1 node(s) x 1 ranks"),
     ({"horovod__picks": ["fastest"]}, "fastest"),
+    ({"horovod__skip": [{"model": "vgg16"}]}, "config key 'horovod.skip[0].model': unknown value 'vgg16'"),
+    ({"train__skip": [{"ranks": 4}]}, "config key 'train.skip[0]': {'ranks': 4} matches no training group"),
+    ({"train__skip": [{"size": 4}]}, "size"),
+    ({"microbench__rounds": 0}, "rounds"),
 ])
 def test_bad_config_rejected_with_the_key(tmp_path, changes, message):
     _, cfg = tiny(tmp_path, **changes)
@@ -172,6 +176,20 @@ def test_library_env_reaches_that_librarys_ranks_only(tmp_path):
     train = [j for j in jobs["train"] if j.round == 0][0]
     (plan, *_) = [v for v in commands.comparison(train, cfg, "x.csv").variants if v.library == "openmpi"]
     assert plan.env == {"OMPI_MCA_btl_tcp_eager_limit": "8388608"}
+
+
+def test_skips_switching_and_microbench_rounds_shape_the_jobs(tmp_path):
+    """`skip` drops the training groups it matches; `switch_in_launch` reaches training comparisons;
+    `microbench.rounds` sets the microbenchmark's rounds apart from the run's."""
+    _, cfg = tiny(tmp_path, rounds=5, microbench__rounds=3, train__models=["simplecnn", "alexnet"],
+                  train__skip=[{"model": "alexnet", "ranks": 2}], train__switch_in_launch=True)
+    jobs = study.jobs(study.validate(cfg))
+    assert {j.round for j in jobs["microbench"]} == {0, 1, 2}
+    assert {j.round for j in jobs["train"]} == {0, 1, 2, 3, 4}
+    assert {j.model for j in jobs["train"]} == {"simplecnn"}
+    assert commands.comparison(jobs["train"][0], cfg, "x.csv").switch_in_launch
+    assert not commands.comparison(jobs["horovod"][0], cfg, "x.csv").switch_in_launch
+    assert not commands.comparison(jobs["microbench"][0], cfg, "x.csv").switch_in_launch
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "workflow" / "config").glob("*.yaml")))

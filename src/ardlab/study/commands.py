@@ -107,7 +107,8 @@ def comparison(job: Job, config: dict, output: str) -> Comparison:
     picks = _picks(job, config)
     return Comparison(job.group, variants, rounds=1, first_round=job.round, seed=config["seed"], output=output,
                       selected_from=selected, progress=False, picks={lib: picks for lib in libs} if picks else {},
-                      picked_from=group_file(PICKS, job, config) if picks else None)
+                      picked_from=group_file(PICKS, job, config) if picks else None,
+                      switch_in_launch=not job.kind.startswith("microbench") and config[job.kind]["switch_in_launch"])
 
 
 def _picks(job: Job, config: dict) -> list[str]:

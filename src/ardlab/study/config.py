@@ -118,6 +118,11 @@ def check(config: dict) -> None:
         for i, m in enumerate(sec.get("models", [])):
             if m not in models:
                 _bad(f"{section}.models[{i}]", m, models)
+        for i, entry in enumerate(sec.get("skip", [])):
+            if "model" in entry and entry["model"] not in sec["models"]:
+                _bad(f"{section}.skip[{i}].model", entry["model"], sec["models"])
+            if not any(_skipped({"skip": [entry]}, m, r, n) for m in sec["models"] for n, r in _scales(sec)):
+                raise ValueError(f"config key '{section}.skip[{i}]': {entry} matches no training group of the section")
     for section in sections:
         sec = config[section]
         for n in sec["nodes"] if sec["enabled"] and not sec.get("ranks_per_node") else ():
@@ -297,16 +302,25 @@ def jobs(config: dict) -> dict[str, list[Job]]:
     rounds = range(config["rounds"])
     mb, tr, hv = config["microbench"], config["train"], config["horovod"]
     if mb["enabled"]:
-        out["microbench"] += [Job("microbench", r, ranks, nodes) for nodes, ranks in _scales(mb) for r in rounds]
+        out["microbench"] += [Job("microbench", r, ranks, nodes) for nodes, ranks in _scales(mb)
+                              for r in range(mb["rounds"] or config["rounds"])]
         if config["tuned"]["enabled"] and config["tuned"]["microbench"]:
             out["microbench_tuned"] += [Job("microbench_tuned", r, tuned_ranks(config)) for r in rounds]
     if tr["enabled"]:
         out["train"] += [Job("train", r, ranks, nodes, model, mode) for model in tr["models"]
-                         for mode in tr["parallel_modes"] for nodes, ranks in _scales(tr) for r in rounds]
+                         for mode in tr["parallel_modes"] for nodes, ranks in _scales(tr) for r in rounds
+                         if not _skipped(tr, model, ranks, nodes)]
     if hv["enabled"]:
         out["horovod"] += [Job("horovod", r, ranks, nodes, model, f"f{fusion:g}") for model in hv["models"]
-                           for fusion in hv["fusion_threshold_mb"] for nodes, ranks in _scales(hv) for r in rounds]
+                           for fusion in hv["fusion_threshold_mb"] for nodes, ranks in _scales(hv) for r in rounds
+                           if not _skipped(hv, model, ranks, nodes)]
     return out
+
+
+def _skipped(section: dict, model: str, ranks: int, nodes: int) -> bool:
+    """Whether an entry of the section's `skip` list matches a training group in all of its keys."""
+    here = {"model": model, "ranks": ranks, "nodes": nodes}
+    return any(all(here[k] == v for k, v in entry.items()) for entry in section.get("skip", ()))
 
 
 def load(path: str | Path) -> dict:
