@@ -20,8 +20,9 @@ from ardlab.comm.traffic import model
 BOUND_FROM_BYTES = 1 << 20
 
 
-def rate_bits_per_s(rate: str) -> float | None:
-    """tc's rate notation in bits/s; None for 'none' or an empty (unknown) rate."""
+def link_bits_per_s(rate: str) -> float | None:
+    """A row's link rate in bits/s; None for an unlimited ('none') or unknown ('') link (where
+    ardlab.cluster.rate_bits_per_s, for rates only, raises)."""
     from ardlab.cluster import rate_bits_per_s as parse
 
     return parse(rate) if rate and rate != "none" else None
@@ -29,7 +30,7 @@ def rate_bits_per_s(rate: str) -> float | None:
 
 def _networked(b: pd.DataFrame) -> pd.DataFrame:
     m = main_phase(b)
-    return m[(m.nodes > 1) & m.link_rate.astype(str).map(lambda r: rate_bits_per_s(r) is not None)] if len(m) else m
+    return m[(m.nodes > 1) & m.link_rate.astype(str).map(lambda r: link_bits_per_s(r) is not None)] if len(m) else m
 
 
 def bound(b: pd.DataFrame) -> pd.DataFrame:

@@ -12,7 +12,6 @@ forced by the launch environment.
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import socket
 import sys
@@ -23,6 +22,7 @@ from ardlab.bench.timeloop import TIMERS
 from ardlab.comm.libraries import (DEFAULT, TUNED, Algorithm, algorithm, algorithms,
                                    forced_algorithm, library)
 from ardlab.plan import PLAN_FIELDS, Comparison, RunPlan
+from ardlab.results import utc_now
 
 DTYPES = ("float32", "float64", "int32", "int64")
 
@@ -73,8 +73,8 @@ def _algorithm(library_name: str, name: str) -> Algorithm:
     return _TUNED if name == TUNED else algorithm(library_name, name)
 
 
-def applicable(alg: Algorithm, *, ranks: int, nodes: int, count: int) -> str | None:
-    """None if `alg` applies to this size, else the reason (ops here are SUM: commutative)."""
+def why_inapplicable(alg: Algorithm, *, ranks: int, nodes: int, count: int) -> str | None:
+    """Why `alg` cannot run at this size (None where it can; ops here are SUM: commutative)."""
     try:
         alg.check(ranks=ranks, nodes=nodes, count=count, commutative=True)
     except ValueError as e:
@@ -142,7 +142,7 @@ def make_plan(
             if alg.multi_node_only and nodes < 2:
                 raise ValueError(f"{lib.display} algorithm {n!r} needs several nodes; this run has {nodes}")
             for s in sizes if not skip_inapplicable else ():
-                reason = applicable(alg, ranks=ranks, nodes=nodes, count=s // itemsize)
+                reason = why_inapplicable(alg, ranks=ranks, nodes=nodes, count=s // itemsize)
                 if reason:
                     raise ValueError(f"{reason} (message size {s} B)")
     return Plan(library_name, names, sizes, ranks, nodes, dtype, iterations, warmup, validate,
@@ -252,7 +252,7 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
     from ardlab.results import knobs_in_force
 
     knobs = knobs_in_force()
-    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    started = utc_now()
     rows = []
     points = [(n, s) for n in plan.algorithms for s in plan.sizes]
     bar = None
@@ -263,7 +263,7 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
     for name, nbytes in points:
         alg = _algorithm(lib.name, name)
         count = nbytes // dtype.itemsize
-        if applicable(alg, ranks=size, nodes=nodes, count=count):
+        if why_inapplicable(alg, ranks=size, nodes=nodes, count=count):
             if bar:
                 bar.update()
             continue

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ardlab.cluster import network, slurm
+from ardlab.comm.families import bandwidth_bound
 
 DEFAULT_SUBNET = "10.77.0.0/24"
 
@@ -97,7 +98,7 @@ def wire_beta_us(rate: str) -> float:
 def allreduce_wire_us(p: int, size_bytes: float, rate: str) -> float:
     """The bandwidth bound of an Allreduce of `size_bytes` among `p` parties at tc rate `rate` (us): the
     2(p-1)/p x size that a bandwidth-optimal algorithm sends out of each party, at the link's speed."""
-    return 2 * (p - 1) / p * size_bytes * wire_beta_us(rate)
+    return bandwidth_bound(p, size_bytes) * wire_beta_us(rate)
 
 
 def link_rate(environ=None) -> str:

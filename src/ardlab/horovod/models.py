@@ -62,7 +62,7 @@ def _layer(layer, in_shape):
 
     k = keras().layers
     kind = type(layer)
-    if isinstance(layer, L.Conv2D):  # both implementations (dense, grouped)
+    if isinstance(layer, L.Conv2D):  # every implementation (dense, grouped, oneDNN)
         if layer.groups > 1 and layer.groups == in_shape[-1] == layer.filters:
             return k.DepthwiseConv2D(layer.k, layer.s, padding=layer.padding, use_bias=layer.use_bias,
                                      name=layer.name)

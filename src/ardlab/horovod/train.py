@@ -9,8 +9,6 @@ same columns as `ardlab train` and is written atomically by the caller.
 
 from __future__ import annotations
 
-import datetime as _dt
-import math
 import os
 import sys
 import time
@@ -173,10 +171,10 @@ def run(cfg: TFConfig, comm=None, algorithm_label: str | None = None) -> dict | 
 
 def _train(tf, hvd, cfg: TFConfig, algorithm_label: str | None) -> dict | None:
     """run()'s training, once Horovod has started."""
-    from ardlab.results import knobs_in_force
     from ardlab.comm import detect, forced_algorithm
     from ardlab.horovod import models
-    from ardlab.nn import data
+    from ardlab.nn import data, losses
+    from ardlab.results import knobs_in_force, summary_row, utc_now
     from mpi4py import MPI
 
     rank, size = hvd.rank(), hvd.size()
@@ -228,15 +226,14 @@ def _train(tf, hvd, cfg: TFConfig, algorithm_label: str | None) -> dict | None:
         from tqdm import tqdm
 
         bar = tqdm(total=total, desc=f"{cfg.model} tf x{size}", unit="step", file=sys.stderr)
-    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    started = utc_now()
     loss = acc = top5 = float("nan")
 
     def one():
         nonlocal loss, acc, top5
         loss_t, acc_t, top5_t = step(*next(batches))
         loss, acc, top5 = float(loss_t), float(acc_t), float(top5_t)  # synchronises, so times are real
-        if not math.isfinite(loss) or loss > 1e4:
-            raise FloatingPointError(f"loss is {loss} (rank {rank}): lower the learning rate (now {cfg.lr})")
+        losses.check_loss(loss, f"rank {rank}", cfg.lr)
         if bar:
             bar.update()
             bar.set_postfix(loss=f"{loss:.3f}", acc=f"{acc:.3f}")
@@ -263,17 +260,12 @@ def _train(tf, hvd, cfg: TFConfig, algorithm_label: str | None) -> dict | None:
         if cfg.compute_batches else None
     if rank != 0:
         return None
-    ips = np.array(rates)
-    return {
-        "framework": "tensorflow", "model": cfg.model, "dataset": train.name, "library": lib.name,
-        "library_version": version, "algorithm": algorithm_label or forced_algorithm(lib.name, os.environ), "parallel_mode": "horovod",
-        "ranks": size, "batch_per_rank": cfg.batch_per_rank, "steps": total, "img_per_s": f"{ips.mean():.2f}",
-        "img_per_s_ci95": f"{1.96 * ips.std(ddof=1) / math.sqrt(len(ips)):.2f}" if len(ips) > 1 else "0",
-        # Horovod overlaps its Allreduce with backprop: what it adds to the timed batches is their time less the
-        # same batches' compute alone (compute_batches, measured after them); empty without those, never a guess.
-        "compute_s": f"{compute_s:.4f}" if compute_s is not None else "",
-        "allreduce_s": f"{timed_s - compute_s:.4f}" if compute_s is not None else "", "wait_s": "",
-        "final_loss": f"{final[0]:.6f}", "final_accuracy": f"{final[1]:.4f}",
-        "final_top5_accuracy": f"{final[2]:.4f}",
-        "knobs": knobs_in_force(), "started_at": started, "backend": "tensorflow",
-    }
+    # Horovod overlaps its Allreduce with backprop: what it adds to the timed batches is their time less the same
+    # batches' compute alone (compute_batches, measured after them); empty without those, never a guess.
+    return summary_row(
+        rates=rates, loss=final[0], accuracy=final[1], top5=final[2], compute_s=compute_s,
+        allreduce_s=timed_s - compute_s if compute_s is not None else None, wait_s=None, framework="tensorflow",
+        model=cfg.model, dataset=train.name, library=lib.name, library_version=version,
+        algorithm=algorithm_label or forced_algorithm(lib.name, os.environ), parallel_mode="horovod", ranks=size,
+        batch_per_rank=cfg.batch_per_rank, steps=total, knobs=knobs_in_force(), started_at=started,
+        backend="tensorflow")

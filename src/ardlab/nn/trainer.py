@@ -8,8 +8,6 @@ checkpoint (``ardlab.nn.checkpoint``) from which ``resume`` continues with the s
 
 from __future__ import annotations
 
-import datetime as _dt
-import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -18,6 +16,7 @@ import numpy as np
 
 from ardlab.comm.libraries import DEFAULT
 from ardlab.plan import RunPlan, check_algorithm, options_of
+from ardlab.results import utc_now
 
 
 @dataclass
@@ -185,7 +184,7 @@ def _setup(cfg: TrainConfig, comm) -> _Run:
         from tqdm import tqdm
 
         r.bar = tqdm(total=r.total, initial=r.step, desc=f"{cfg.model} x{size}", unit="step", file=sys.stderr)
-    r.started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    r.started = utc_now()
     r.backend = backend_name
     return r
 
@@ -209,9 +208,7 @@ def _epoch(r: _Run) -> bool:
         t0 = time.perf_counter()
         logits = model.forward(x, training=True)
         loss, dlogits = r.loss_fn(logits, y)
-        if not math.isfinite(loss) or loss > 1e4:
-            raise FloatingPointError(f"loss is {loss} at step {r.step} (rank {r.rank}): lower the learning rate "
-                                     f"(now {cfg.lr}) or check the data")
+        losses.check_loss(loss, f"step {r.step}, rank {r.rank}", cfg.lr)
         r.loss, r.acc, r.top5 = loss, losses.accuracy(logits, y), losses.top_k_accuracy(logits, y, 5)
         a0, w0 = dp.allreduce_s, dp.wait_s
         model.backward(dlogits, dp.on_grads)
@@ -250,7 +247,7 @@ def _summary(r: _Run) -> dict:
     from mpi4py import MPI
 
     from ardlab.nn import data, losses
-    from ardlab.results import knobs_in_force
+    from ardlab.results import knobs_in_force, summary_row
 
     cfg, comm, size = r.cfg, r.comm, r.size
     t = np.array(r.times[1:] or r.times)
@@ -269,18 +266,13 @@ def _summary(r: _Run) -> dict:
         comm.Allreduce(MPI.IN_PLACE, correct, op=MPI.SUM)
         test_acc, test_top5 = (float(v / len(test)) for v in correct)
     dp = r.dp
-    return {
-        "framework": "ardlab.nn", "model": cfg.model, "dataset": r.train.name, "library": r.library,
-        "library_version": r.version, "algorithm": cfg.allreduce if cfg.allreduce != "native" else cfg.algorithm_label,
-        "parallel_mode": cfg.parallel_mode, "ranks": size, "batch_per_rank": r.global_batch // size,
-        "steps": r.step, "img_per_s": f"{ips.mean():.2f}",
-        "img_per_s_ci95": f"{1.96 * ips.std(ddof=1) / math.sqrt(len(ips)):.2f}" if len(ips) > 1 else "0",
-        "compute_s": f"{r.compute_s:.4f}", "allreduce_s": f"{dp.allreduce_s:.4f}", "wait_s": f"{dp.wait_s:.4f}",
-        "final_loss": f"{final[0]:.6f}",
-        "final_accuracy": f"{test_acc if test_acc is not None else final[1]:.4f}",
-        "final_top5_accuracy": f"{test_top5 if test_top5 is not None else final[2]:.4f}",
-        "knobs": knobs_in_force(), "started_at": r.started, "backend": r.backend,
-    }
+    return summary_row(
+        rates=list(ips), loss=final[0], accuracy=test_acc if test_acc is not None else final[1],
+        top5=test_top5 if test_top5 is not None else final[2], compute_s=r.compute_s, allreduce_s=dp.allreduce_s,
+        wait_s=dp.wait_s, framework="ardlab.nn", model=cfg.model, dataset=r.train.name, library=r.library,
+        library_version=r.version, algorithm=cfg.allreduce if cfg.allreduce != "native" else cfg.algorithm_label,
+        parallel_mode=cfg.parallel_mode, ranks=size, batch_per_rank=r.global_batch // size, steps=r.step,
+        knobs=knobs_in_force(), started_at=r.started, backend=r.backend)
 
 
 def _write_layer_timing(path, model, dp, update_s: float, steps: int) -> None:

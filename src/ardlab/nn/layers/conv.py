@@ -1,4 +1,4 @@
-"""Conv2D (NHWC, stride, same/valid padding, groups incl. depthwise): the public layer and what its two
+"""Conv2D (NHWC, stride, same/valid padding, groups incl. depthwise): the public layer and what its
 implementations share (arguments, shapes, parameters).
 
 ``Conv2D(...)`` makes a ``DenseConv2D`` (``conv_dense``: groups = 1, im2row + one BLAS GEMM per chunk of images)
@@ -17,7 +17,7 @@ from ardlab.nn.layers.windows import out_and_pads, pair
 
 
 class Conv2D(Layer):
-    kind = "Conv2D"  # both implementations are named conv2d_<n>, as Keras names them
+    kind = "Conv2D"  # every implementation is named conv2d_<n>, as Keras names them
     # "dense" / "grouped" -> the implementing subclass, registered by the module that defines it
     _variants: dict[str, type] = {}
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ardlab.nn.models import cnn, imagenet, resnet
 
-MODELS = {
+# Models for small images (CIFAR-10's 32x32, MNIST's 28x28) and for ImageNet-sized ones; a new model is one entry.
+CIFAR_MODELS = {
     "simplecnn": cnn.simplecnn,
     "lenet5": cnn.lenet5,
     "alexnet": cnn.alexnet_cifar,
@@ -16,12 +17,15 @@ MODELS = {
     "resnet32": lambda s, c: resnet.resnet_cifar(s, c, 32),
     "resnet56": lambda s, c: resnet.resnet_cifar(s, c, 56),
     "mobilenetv1": cnn.mobilenet_v1,
+}
+IMAGENET_MODELS = {
     "alexnet_imagenet": imagenet.alexnet_imagenet,
     "resnet18": lambda s, c: imagenet.resnet_imagenet(s, c, 18),
     "resnet34": lambda s, c: imagenet.resnet_imagenet(s, c, 34),
     "resnet50": lambda s, c: imagenet.resnet_imagenet(s, c, 50),
     "densenet121": imagenet.densenet121,
 }
+MODELS = {**CIFAR_MODELS, **IMAGENET_MODELS}
 
 
 def get(name: str, input_shape, classes: int):
