@@ -316,7 +316,7 @@ def _predict(args: argparse.Namespace) -> int:
         raise ValueError("--link-rate and --latency go together: a network is its rate and its latency")
     if args.link_rate is not None:
         from ardlab.analysis.costmodel import Network, parse_latency
-        from ardlab.cluster import rate_bits_per_s
+        from ardlab.cluster.links import rate_bits_per_s
 
         rate_bits_per_s(args.link_rate)  # raises naming a bad rate
         network = Network(args.link_rate, parse_latency(args.latency))

@@ -94,7 +94,7 @@ def command(plan: RunPlan, plan_file: Path) -> tuple[list[str], dict[str, str]]:
 def time_shared(plan: RunPlan) -> bool:
     """Whether an srun launch's ranks time-share this machine's cores: on the emulated cluster (every node is this
     machine) with more ranks x threads than it has cores. On a real cluster each node has its own cores."""
-    from ardlab.cluster import link_rate
+    from ardlab.cluster.links import link_rate
 
     return plan.launcher == "srun" and plan.ranks * (plan.threads or 1) > (os.cpu_count() or 1) \
         and link_rate() != ""

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ardlab.analysis.comparisons import _rounds, _summary, main_phase
-from ardlab.cluster import allreduce_wire_us
+from ardlab.cluster.links import allreduce_wire_us
 from ardlab.comm.libraries import wire_family
 from ardlab.comm.traffic import model
 
@@ -22,8 +22,8 @@ BOUND_FROM_BYTES = 1 << 20
 
 def link_bits_per_s(rate: str) -> float | None:
     """A row's link rate in bits/s; None for an unlimited ('none') or unknown ('') link (where
-    ardlab.cluster.rate_bits_per_s, for rates only, raises)."""
-    from ardlab.cluster import rate_bits_per_s as parse
+    ardlab.cluster.links.rate_bits_per_s, for rates only, raises)."""
+    from ardlab.cluster.links import rate_bits_per_s as parse
 
     return parse(rate) if rate and rate != "none" else None
 

@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
 
     from ardlab.bench.sizes import parse_sizes
-    from ardlab.cluster import Cluster, allreduce_wire_us, default_state
+    from ardlab.cluster import Cluster, default_state
+    from ardlab.cluster.links import allreduce_wire_us
     from ardlab.cluster.network import QUEUE, drops, shape_links
 
     c = Cluster.load(default_state())

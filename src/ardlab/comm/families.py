@@ -12,7 +12,8 @@ A family is how an algorithm moves data, whatever library implements it (the tab
 - ``bandwidth_optimal``: whether each rank sends the 2(p-1)/p n that bounds any Allreduce (``bandwidth_bound``), so
   a link's rate sets its beta.
 
-A new family is one entry in FAMILIES. Two families exist for their traffic alone: what the counters showed of
+A new family is one entry in FAMILIES. Standard library at import (the emulated cluster reads the bandwidth bound);
+the cost coefficients take NumPy arrays. Two families exist for their traffic alone: what the counters showed of
 Intel MPI across nodes (a binomial reduce with a scatter + allgather broadcast from 4 nodes on; a ring whose bytes
 are unevenly spread).
 """
@@ -22,8 +23,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import numpy as np
 
 from ardlab.comm.libraries import SEGMENT_BYTES
 
@@ -42,6 +41,8 @@ class Family:
 
 
 def _lg(p):
+    import numpy as np
+
     return np.floor(np.log2(p))
 
 
@@ -62,21 +63,25 @@ def _rabenseifner_costs(n, p):
 
 
 def _ring_costs(n, p):
-    return 2 * (p - 1), bandwidth_bound(p, n), bandwidth_bound(p, n) / 2, np.zeros_like(n)
+    return 2 * (p - 1), bandwidth_bound(p, n), bandwidth_bound(p, n) / 2, 0 * n
 
 
 def _segmented_ring_costs(n, p):
+    import numpy as np
+
     _, b, c, f = _ring_costs(n, p)
     return 2 * (p - 1) * np.maximum(1.0, np.ceil(n / p / SEGMENT_BYTES)), b, c, f
 
 
 def _binomial_costs(n, p):
+    import numpy as np
+
     steps = np.ceil(np.log2(p))
-    return 2 * steps, 2 * steps * n, steps * n, np.zeros_like(n)
+    return 2 * steps, 2 * steps * n, steps * n, 0 * n
 
 
 def _linear_costs(n, p):
-    return 2 * (p - 1), 2 * (p - 1) * n, (p - 1) * n, np.zeros_like(n)
+    return 2 * (p - 1), 2 * (p - 1) * n, (p - 1) * n, 0 * n
 
 
 def _balanced(p, n):

@@ -193,7 +193,7 @@ def _check_library_env(config: dict) -> None:
 
 def _check_link_rate(config: dict) -> None:
     """The config's link rate is a rate, and on the emulated cluster the one its links have."""
-    from ardlab.cluster import check_rate, link_rate
+    from ardlab.cluster.links import check_rate, link_rate
 
     rate = config["link_rate"]
     if rate is None:
