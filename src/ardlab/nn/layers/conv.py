@@ -74,3 +74,9 @@ class Conv2D(Layer):
     def _bias_grad(self, dY) -> None:
         if self.use_bias:
             self.grads["bias"][...] = memory.column_sums(dY)
+
+    def keras_equivalent(self, k, in_shape):
+        if self.groups > 1 and self.groups == in_shape[-1] == self.filters:  # depthwise
+            return k.DepthwiseConv2D(self.k, self.s, padding=self.padding, use_bias=self.use_bias, name=self.name)
+        return k.Conv2D(self.filters, self.k, self.s, padding=self.padding, groups=self.groups,
+                        use_bias=self.use_bias, name=self.name)

@@ -52,3 +52,6 @@ class BatchNormalization(Layer):
         self.grads["beta"][...] = dbeta
         self.x = None
         return dx.reshape(dy.shape)
+
+    def keras_equivalent(self, k, in_shape):
+        return k.BatchNormalization(momentum=self.momentum, epsilon=self.epsilon, name=self.name)
