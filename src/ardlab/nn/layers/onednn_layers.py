@@ -292,9 +292,7 @@ class OnednnBatchNormalization(FusesReLU, Float32Only, BatchNormalization):
                      variance=p["variance"].bind(var), scale=p["scale"].bind(self.params["gamma"]),
                      shift=p["shift"].bind(self.params["beta"]), **args)
         if training:
-            mo, st = self.momentum, self.state
-            st["running_mean"][...] = mo * st["running_mean"] + (1 - mo) * mean
-            st["running_var"][...] = mo * st["running_var"] + (1 - mo) * var
+            self.update_running(mean, var)
         self.x, self.mean, self.var, self.batch_stats = x, mean, var, training
         return y
 
