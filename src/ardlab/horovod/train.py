@@ -17,38 +17,64 @@ from dataclasses import dataclass
 import numpy as np
 
 from ardlab.comm.libraries import DEFAULT
-from ardlab.plan import RunPlan, check_algorithm, options_of
+from ardlab.plan import RunPlan, check_algorithm, option, options_of
 
 # Horovod reads these when it initialises; they are the knobs that set the message sizes MPI sees.
+# Horovod's knobs: the option (`ardlab train-tf --fusion-threshold-mb`, the workflow's horovod section) -> its
+# variable, how a value is written there, the option's type and help (None: Horovod's default).
 HOROVOD_KNOBS = {
-    "fusion_threshold_mb": ("HOROVOD_FUSION_THRESHOLD", lambda v: str(int(v * (1 << 20)))),
-    "cycle_time_ms": ("HOROVOD_CYCLE_TIME", str),
-    "cache_capacity": ("HOROVOD_CACHE_CAPACITY", str),
-    "timeline": ("HOROVOD_TIMELINE", str),
+    "fusion_threshold_mb": ("HOROVOD_FUSION_THRESHOLD", lambda v: str(int(v * (1 << 20))), float,
+                            "HOROVOD_FUSION_THRESHOLD in MiB (Horovod: 128)"),
+    "cycle_time_ms": ("HOROVOD_CYCLE_TIME", str, float, "HOROVOD_CYCLE_TIME (Horovod: 1)"),
+    "cache_capacity": ("HOROVOD_CACHE_CAPACITY", str, int, "HOROVOD_CACHE_CAPACITY (Horovod: 1024)"),
+    "timeline": ("HOROVOD_TIMELINE", str, str, "write a Horovod timeline (JSON) to this file"),
 }
+
+
+def _models():
+    from ardlab.horovod.models import model_names
+
+    return model_names()
+
+
+def _datasets():
+    from ardlab.nn.data import DATASETS
+
+    return [d for d in DATASETS if d not in ("images", "npz")]
+
+
+def _optimizers():
+    from ardlab.nn.optim import OPTIMIZERS
+
+    return list(OPTIMIZERS)
 
 
 @dataclass
 class TFConfig:
-    model: str = "resnet20"
-    dataset: str = "synthetic"
-    data_path: str | None = None
-    image_size: int | None = None  # synthetic: side of the square images (default 32, 224 for applications)
-    classes: int | None = None  # synthetic: default 10 (1000 for applications)
-    batch_per_rank: int = 32
-    warmup_batches: int = 2
-    batches_per_iter: int = 5
-    iterations: int = 5
-    # after the timed batches: this many more without Horovod's Allreduce (each rank's compute alone, same placement,
-    # one untimed first), so the row can say how much of a step the Allreduce takes (compute_s, allreduce_s)
-    compute_batches: int = 0
-    optimizer: str = "sgd"
-    lr: float = 0.01
-    momentum: float = 0.9
-    threads: int | None = None
-    seed: int = 0
-    save_weights: str | None = None  # path with an optional {rank} placeholder (.npz)
-    progress: bool = True
+    """The settings of a TensorFlow + Horovod training run: each is also an option of `ardlab train-tf` (made from
+    the field; ``cli=False``: not offered there, or in another form)."""
+
+    model: str = option("resnet20", "an ardlab.nn model (same architecture) or keras.applications' (keras_*)",
+                        _models)
+    dataset: str = option("synthetic", choices=_datasets)
+    data_path: str | None = option(None)
+    image_size: int | None = option(None, "synthetic images are SIZExSIZEx3 (default 32; 224 for keras.applications "
+                                    "models)")
+    classes: int | None = option(None, "synthetic classes (default 10; 1000 for keras.applications)")
+    batch_per_rank: int = option(32)
+    warmup_batches: int = option(2)
+    batches_per_iter: int = option(5)
+    iterations: int = option(5, "timed iterations (img/s mean and 95%% interval)")
+    compute_batches: int = option(0, "then time this many batches without the Allreduce (each rank's compute alone, "
+                                  "same placement, one untimed first): the row's compute_s and allreduce_s say how "
+                                  "much of a step the Allreduce adds (default 0: not measured)")
+    optimizer: str = option("sgd", choices=_optimizers)
+    lr: float = option(0.01)
+    momentum: float = option(0.9)
+    threads: int | None = option(None, cli=False)  # --threads (a launch setting)
+    seed: int = option(0)
+    save_weights: str | None = option(None, "each rank saves its final weights (.npz; '{rank}' in the name)")
+    progress: bool = option(True, cli=False)  # --no-progress
 
 
 def horovod_env(**knobs) -> dict[str, str]:
@@ -58,7 +84,7 @@ def horovod_env(**knobs) -> dict[str, str]:
         if key not in HOROVOD_KNOBS:
             raise ValueError(f"unknown Horovod knob {key!r}; valid: {', '.join(HOROVOD_KNOBS)}")
         if value is not None:
-            name, fmt = HOROVOD_KNOBS[key]
+            name, fmt = HOROVOD_KNOBS[key][:2]
             env[name] = fmt(value)
     env.setdefault("HOROVOD_AUTOTUNE", "0")  # a fixed configuration, or the measurements mean nothing
     return env
