@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ardlab.comm.libraries import DEFAULT, LIBRARIES, OWN_ALGORITHMS
 from ardlab.plan import LAUNCHERS, cli_options
+from ardlab.results import MIB, mib_bytes
 
 # --------------------------------------------------------------------------------------------- handlers
 
@@ -195,7 +196,7 @@ def _train(args: argparse.Namespace) -> int:
     options = {f.name: getattr(args, f.name) for f in cli_options(TrainConfig)}
     options.update(batch_per_rank=args.batch_per_rank, global_batch=args.global_batch)
     options["input_shape"] = [int(v) for v in args.input_shape.split("x")] if args.input_shape else None
-    options["bucket_bytes"] = int(args.bucket_mb * (1 << 20))
+    options["bucket_bytes"] = mib_bytes(args.bucket_mb)
     plan = run_plan(lib, ranks=ranks, algorithm=args.algorithm, tuned=args.tuned, options=options, nodes=nodes,
                     **_launch_settings(args))
     return _execute(plan, args.in_mpi)
@@ -419,7 +420,7 @@ def _train_parser(s):
     b = t.add_mutually_exclusive_group()
     b.add_argument("--batch-per-rank", type=int)
     b.add_argument("--global-batch", type=int)
-    t.add_argument("--bucket-mb", type=float, default=TrainConfig.bucket_bytes / (1 << 20),
+    t.add_argument("--bucket-mb", type=float, default=TrainConfig.bucket_bytes / MIB,
                    help="bucketed mode: gradients per Allreduce, MiB")
 
 

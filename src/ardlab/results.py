@@ -111,6 +111,14 @@ LAYER_TIMING_COLUMNS = ["layer", "forward_s", "backward_s", "allreduce_s", "wait
 RANGES_COLUMNS = ["lo_bytes", "hi_bytes", "algorithm"]
 
 
+MIB = 1 << 20  # bytes in a MiB: options given in MiB (bucket_mb, fusion_threshold_mb, budget_mib)
+
+
+def mib_bytes(mib: float) -> int:
+    """`mib` MiB in whole bytes."""
+    return int(mib * MIB)
+
+
 PICKS = ("best", "worst")  # the algorithms a pick file (ardlab.analysis.picks) names per library
 
 

@@ -22,7 +22,7 @@ from ardlab.bench.timeloop import TIMERS
 from ardlab.comm.libraries import (DEFAULT, TUNED, Algorithm, algorithm, algorithms,
                                    forced_algorithm, library)
 from ardlab.plan import PLAN_FIELDS, Comparison, RunPlan
-from ardlab.results import utc_now
+from ardlab.results import mib_bytes, utc_now
 
 DTYPES = ("float32", "float64", "int32", "int64")
 
@@ -58,7 +58,7 @@ def iterations_for(size_bytes: int, fixed: int | None = None, *, budget_mib: flo
     messages); a fixed count wins."""
     if fixed is not None:
         return fixed
-    return max(min(MIN_ITERATIONS, max_iterations), min(max_iterations, int(budget_mib * (1 << 20)) // size_bytes))
+    return max(min(MIN_ITERATIONS, max_iterations), min(max_iterations, mib_bytes(budget_mib) // size_bytes))
 
 
 def warmup_for(iterations: int, fixed: int | None = None) -> int:

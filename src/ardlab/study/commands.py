@@ -24,7 +24,7 @@ from ardlab.comm.libraries import DEFAULT, TUNED, library
 from ardlab.horovod import train as horovod_train
 from ardlab.nn import trainer
 from ardlab.plan import Comparison, RunPlan
-from ardlab.results import scale_name
+from ardlab.results import mib_bytes, scale_name
 from ardlab.study.config import Job, algorithms, parse_scale, tuned_ranks, tuned_rerun, tuned_scale
 
 # Where the workflow keeps, per training group (kind, model, mode) and scale, the Allreduce calls one of its launches
@@ -77,7 +77,7 @@ def _variant(job: Job, config: dict, lib: str, algorithm: str) -> RunPlan:
     if job.kind == "train":
         return trainer.run_plan(lib, ranks=job.ranks, nodes=job.nodes, algorithm=name, tuned=tuned_path, options={
             "model": job.model, "dataset": "synthetic", "batch_per_rank": sec["batch_per_rank"],
-            "steps": sec["steps"], "parallel_mode": job.mode, "bucket_bytes": int(sec["bucket_mb"] * (1 << 20)),
+            "steps": sec["steps"], "parallel_mode": job.mode, "bucket_bytes": mib_bytes(sec["bucket_mb"]),
             "backend": sec["backend"]},
             **launch)
     return horovod_train.run_plan(lib, ranks=job.ranks, nodes=job.nodes, algorithm=name, tuned=tuned_path, options={
