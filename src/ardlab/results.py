@@ -140,9 +140,18 @@ def scale_name(ranks: int, nodes: int = 1) -> str:
     return f"r{ranks}" if nodes == 1 else f"n{nodes}-r{ranks}"
 
 
+RANGES_SUFFIX = ".ranges.csv"  # beside a tuned selection file, its ranges table
+
+
 def ranges_path(selection_file: str | os.PathLike) -> Path:
     """The ranges table written beside a tuned selection file."""
-    return Path(f"{selection_file}.ranges.csv")
+    return Path(f"{selection_file}{RANGES_SUFFIX}")
+
+
+# A run folder's microbenchmark rows, and the reproduce tables (`ardlab report --compare A B` writes them in A's
+# tables/, each as .csv and .md).
+MICROBENCH_ROWS = "raw/microbench/*/round*.csv"
+REPRODUCE_TABLES = ("reproduce_summary", "reproduce")
 
 
 def selected_algorithms(selection_file: str | os.PathLike) -> list[str]:

@@ -24,7 +24,7 @@ from ardlab.comm.libraries import DEFAULT, TUNED, library
 from ardlab.horovod import train as horovod_train
 from ardlab.nn import trainer
 from ardlab.plan import Comparison, RunPlan
-from ardlab.results import mib_bytes, scale_name
+from ardlab.results import MICROBENCH_ROWS, mib_bytes, scale_name
 from ardlab.study.config import Job, algorithms, parse_scale, tuned_ranks, tuned_rerun, tuned_scale
 
 # Where the workflow keeps, per training group (kind, model, mode) and scale, the Allreduce calls one of its launches
@@ -176,7 +176,7 @@ def runtime_minutes(job: Job, config: dict) -> int:
 def other_runs_bench(config: dict) -> list[str]:
     """The microbenchmark CSVs of the runs named in costmodel.also_fit (config.check makes sure there are some)."""
     return [str(p) for folder in config["costmodel"]["also_fit"]
-            for p in sorted(Path(folder).glob("raw/microbench/*/round*.csv"))]
+            for p in sorted(Path(folder).glob(MICROBENCH_ROWS))]
 
 
 def mpi_resource(config: dict) -> str:

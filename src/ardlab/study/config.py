@@ -17,7 +17,7 @@ import yaml
 
 from ardlab.comm.launch import repo_root
 from ardlab.comm.libraries import DEFAULT, LIBRARIES, OWN_ALGORITHMS, library
-from ardlab.results import scale_name
+from ardlab.results import MICROBENCH_ROWS, scale_name
 
 SCHEMA = repo_root() / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -183,9 +183,9 @@ def check(config: dict) -> None:
     if config["reference"] and Path(config["reference"]).resolve() == Path(config["results"]).resolve():
         raise ValueError("config key 'reference': a run cannot be its own reference")
     for i, folder in enumerate(config["costmodel"]["also_fit"]):
-        if not any(Path(folder).glob("raw/microbench/*/round*.csv")):
+        if not any(Path(folder).glob(MICROBENCH_ROWS)):
             raise ValueError(f"config key 'costmodel.also_fit[{i}]': {folder!r} holds no microbenchmark rows "
-                             "(raw/microbench/*/round*.csv); run that study first")
+                             f"({MICROBENCH_ROWS}); run that study first")
     if not any(jobs(config).values()):
         raise ValueError("the configuration selects no job at all (every section disabled or empty)")
 
