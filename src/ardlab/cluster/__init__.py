@@ -206,6 +206,61 @@ def down(state: Path | None = None, *, keep_logs: bool = False) -> list[str]:
     return removed
 
 
+def dead_daemons(state: Path | None = None) -> list[str]:
+    """The cluster's daemons (slurmctld, each node's slurmd, munged) that are no longer running."""
+    c = Cluster.load(Path(state or default_state()).resolve())
+    if c is None:
+        raise RuntimeError("no emulated cluster is up; start one with `ardlab cluster up`")
+    return [name for name, pid in c.pids.items() if not _alive(pid)]
+
+
+def watch(pid: int, state: Path | None = None, interval: float = 2.0) -> str | None:
+    """While process `pid` (workflow/run-cluster) lives, check the cluster's daemons every `interval` seconds; when
+    one is gone (a node lost: its slurmd killed or crashed), send SIGTERM to the children of `pid` (Snakemake, which
+    then cancels its Slurm jobs; a job's rows are written only when it completes) and return what was lost. None when
+    the run ended first."""
+    while _alive(pid):
+        dead = dead_daemons(state)
+        if dead:
+            for child in _children(pid):
+                if child != os.getpid():
+                    os.kill(child, signal.SIGTERM)
+            return ", ".join(dead)
+        time.sleep(interval)
+    return None
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(p.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def cancel_jobs(state: Path | None = None) -> list[str]:
+    """Cancel every Slurm job on the cluster (left running by a run that was killed outright: Slurm keeps a job
+    when the Snakemake that submitted it dies); the ids cancelled."""
+    c = Cluster.load(Path(state or default_state()).resolve())
+    if c is None:
+        raise RuntimeError("no emulated cluster is up; start one with `ardlab cluster up`")
+    env = {**os.environ, **c.env()}
+    proc = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True, timeout=30)
+    if proc.returncode != 0:
+        raise RuntimeError(f"squeue failed: {proc.stderr.strip()}")
+    ids = proc.stdout.split()
+    if ids:
+        subprocess.run(["scancel", *ids], env=env, check=True, timeout=30)
+        end = time.monotonic() + 60
+        while time.monotonic() < end and subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True,
+                                                        text=True, timeout=30).stdout.split():
+            time.sleep(1)
+    return ids
+
+
 def status(state: Path | None = None) -> str:
     """A few lines: the cluster's shape, its daemons and what Slurm says of each node."""
     state = Path(state or default_state()).resolve()
