@@ -84,7 +84,7 @@ def _variant(job: Job, config: dict, lib: str, algorithm: str) -> RunPlan:
         "model": job.model, "batch_per_rank": sec["batch_per_rank"], "warmup_batches": sec["warmup_batches"],
         "batches_per_iter": sec["batches_per_iter"], "iterations": sec["iterations"], "image_size": sec["image_size"],
         "compute_batches": sec["compute_batches"]},
-        knobs={"fusion_threshold_mb": float(job.mode[1:])}, **launch)
+        knobs={"fusion_threshold_mb": job.fusion_threshold_mb}, **launch)
 
 
 def variant_names(job: Job, config: dict, lib: str) -> list[str]:

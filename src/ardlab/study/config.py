@@ -245,6 +245,20 @@ class Job:
     model: str = ""
     mode: str = ""  # train: parallel mode; horovod: fusion threshold label f<MB>
 
+    FUSION_PREFIX = "f"  # a Horovod group's mode names its fusion threshold: f<MiB>
+
+    @classmethod
+    def fusion_mode(cls, mib: float) -> str:
+        """The mode of a Horovod group at fusion threshold `mib` MiB."""
+        return f"{cls.FUSION_PREFIX}{mib:g}"
+
+    @property
+    def fusion_threshold_mb(self) -> float:
+        """A Horovod group's fusion threshold (MiB), from its mode."""
+        if self.kind != "horovod" or not self.mode.startswith(self.FUSION_PREFIX):
+            raise ValueError(f"{self.kind} group mode {self.mode!r} names no Horovod fusion threshold")
+        return float(self.mode.removeprefix(self.FUSION_PREFIX))
+
     @property
     def path(self) -> str:
         # a training group on one node keeps the name it had before groups could span nodes: runs stay comparable
@@ -325,7 +339,7 @@ def jobs(config: dict) -> dict[str, list[Job]]:
                          for mode in tr["parallel_modes"] for nodes, ranks in _scales(tr) for r in rounds
                          if not _skipped(tr, model, ranks, nodes)]
     if hv["enabled"]:
-        out["horovod"] += [Job("horovod", r, ranks, nodes, model, f"f{fusion:g}") for model in hv["models"]
+        out["horovod"] += [Job("horovod", r, ranks, nodes, model, Job.fusion_mode(fusion)) for model in hv["models"]
                            for fusion in hv["fusion_threshold_mb"] for nodes, ranks in _scales(hv) for r in rounds
                            if not _skipped(hv, model, ranks, nodes)]
     return out
