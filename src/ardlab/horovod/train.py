@@ -20,9 +20,9 @@ from ardlab.comm.libraries import DEFAULT
 from ardlab.plan import RunPlan, check_algorithm, option, options_of
 from ardlab.results import mib_bytes
 
-# Horovod reads these when it initialises; they are the knobs that set the message sizes MPI sees.
-# Horovod's knobs: the option (`ardlab train-tf --fusion-threshold-mb`, the workflow's horovod section) -> its
-# variable, how a value is written there, the option's type and help (None: Horovod's default).
+# Horovod's knobs, read when it initialises (they set the message sizes MPI sees): the option (`ardlab train-tf
+# --fusion-threshold-mb`, the workflow's horovod section) -> its variable, how a value is written there, the option's
+# type and help (None: Horovod's default).
 HOROVOD_KNOBS = {
     "fusion_threshold_mb": ("HOROVOD_FUSION_THRESHOLD", lambda v: str(mib_bytes(v)), float,
                             "HOROVOD_FUSION_THRESHOLD in MiB (Horovod: 128)"),
