@@ -80,6 +80,9 @@ def test_killed_and_node_lost_runs_resume_with_the_same_command(tmp_path):
         assert json.loads((state / "cluster.json").read_text())["pids"], "the cluster went down with the run"
 
         # 2. the same command: it cancels the job left running, clears the lock, resumes; mid-job a node is lost
+        end = time.monotonic() + 30  # the killed run's job goes on launching (between launches no rank runs)
+        while not _ranks() and time.monotonic() < end:
+            time.sleep(0.2)
         orphans = _ranks()
         assert orphans, "no rank of the killed run's job is running: nothing for the resumed run to cancel"
         second = start()
