@@ -43,6 +43,13 @@ def _ranks() -> set[int]:
     return out
 
 
+def _jobs(state: Path) -> set[str]:
+    """The ids of the Slurm jobs on the emulated cluster at `state`."""
+    proc = subprocess.run(["squeue", "-h", "-o", "%i"], env={**os.environ, "SLURM_CONF": str(state / "slurm.conf")},
+                          capture_output=True, text=True, timeout=30)
+    return set(proc.stdout.split()) if proc.returncode == 0 else set()
+
+
 def _wait(cond, what: str, proc: subprocess.Popen, timeout: float = 900) -> None:
     end = time.monotonic() + timeout
     while not cond():
@@ -83,10 +90,11 @@ def test_killed_and_node_lost_runs_resume_with_the_same_command(tmp_path):
         end = time.monotonic() + 30  # the killed run's job goes on launching (between launches no rank runs)
         while not _ranks() and time.monotonic() < end:
             time.sleep(0.2)
-        orphans = _ranks()
-        assert orphans, "no rank of the killed run's job is running: nothing for the resumed run to cancel"
+        assert _ranks(), "no rank of the killed run's job is running: nothing for the resumed run to cancel"
+        orphans = _jobs(state)
+        assert len(orphans) == 1, orphans
         second = start()
-        _wait(lambda: _ranks() - orphans, "a job of the resumed run mid-launch", second)
+        _wait(lambda: (_jobs(state) - orphans) and _ranks(), "a job of the resumed run mid-launch", second)
         pids = json.loads((state / "cluster.json").read_text())["pids"]
         os.kill(pids["slurmd-n2"], signal.SIGKILL)
         out = second.communicate(timeout=600)[0]
