@@ -216,12 +216,13 @@ def dead_daemons(state: Path | None = None) -> list[str]:
 
 def watch(pid: int, state: Path | None = None, interval: float = 2.0) -> str | None:
     """While process `pid` (workflow/run-cluster) lives, check the cluster's daemons every `interval` seconds; when
-    one is gone (a node lost: its slurmd killed or crashed), send SIGTERM to the children of `pid` (Snakemake, which
-    then cancels its Slurm jobs; a job's rows are written only when it completes) and return what was lost. None when
-    the run ended first."""
+    one is gone (a node lost: its slurmd killed or crashed), cancel the cluster's Slurm jobs (a job's rows are written
+    only when it completes, so the one in flight writes nothing), send SIGTERM to the children of `pid` (Snakemake:
+    on SIGTERM alone it would wait for its running job) and return what was lost. None when the run ended first."""
     while _alive(pid):
         dead = dead_daemons(state)
         if dead:
+            cancel_jobs(state)
             for child in _children(pid):
                 if child != os.getpid():
                     os.kill(child, signal.SIGTERM)
