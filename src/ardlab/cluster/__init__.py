@@ -217,15 +217,21 @@ def dead_daemons(state: Path | None = None) -> list[str]:
 def watch(pid: int, state: Path | None = None, interval: float = 2.0) -> str | None:
     """While process `pid` (workflow/run-cluster) lives, check the cluster's daemons every `interval` seconds; when
     one is gone (a node lost: its slurmd killed or crashed), cancel the cluster's Slurm jobs (a job's rows are written
-    only when it completes, so the one in flight writes nothing), send SIGTERM to the children of `pid` (Snakemake:
-    on SIGTERM alone it would wait for its running job) and return what was lost. None when the run ended first."""
+    only when it completes, so the one in flight writes nothing), stop the children of `pid` (Snakemake: SIGTERM,
+    then SIGKILL if it still waits for a job the lost node holds; its next start clears the lock) and return what was
+    lost. None when the run ended first."""
     while _alive(pid):
         dead = dead_daemons(state)
         if dead:
             cancel_jobs(state)
-            for child in _children(pid):
-                if child != os.getpid():
-                    os.kill(child, signal.SIGTERM)
+            children = [c for c in _children(pid) if c != os.getpid()]
+            for sig in (signal.SIGTERM, signal.SIGKILL):  # SIGKILL if it still waits for a job a lost node holds
+                for child in children:
+                    if _alive(child):
+                        os.kill(child, sig)
+                end = time.monotonic() + 20
+                while time.monotonic() < end and any(map(_alive, children)):
+                    time.sleep(0.5)
             return ", ".join(dead)
         time.sleep(interval)
     return None
