@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 from ardlab import cluster
-from ardlab.cluster import network
+from ardlab.cluster import links, network
 from ardlab.comm import launch, library
 from ardlab.comm.libraries import LIBRARIES, tuning_family, wire_family
 from ardlab.comm.probe import probe, probe_switched
@@ -74,8 +74,8 @@ def test_up_is_idempotent_and_refuses_another_shape(four_nodes):
     with pytest.raises(RuntimeError, match="a cluster of 4 nodes .* is up"):
         cluster.up(2, "1gbit", state=state)
     assert "n4 (idle" in cluster.status(state)
-    assert cluster.link_rate({"SLURM_CONF": str(four_nodes.conf)}) == "none"
-    assert cluster.link_rate({}) == ""
+    assert links.link_rate({"SLURM_CONF": str(four_nodes.conf)}) == "none"
+    assert links.link_rate({}) == ""
 
 
 @pytest.mark.parametrize("args, message", [

@@ -6,9 +6,12 @@ from ardlab.comm import DEFAULT, LIBRARIES, OWN_ALGORITHMS, algorithm, detect, l
 from ardlab.comm.ranks import pof2_floor
 
 
-def test_three_libraries_each_with_default():
-    assert set(LIBRARIES) == {"mpich", "openmpi", "intelmpi"}
+def test_every_library_has_its_default_and_its_tuned_file_writer():
+    from ardlab.analysis.tuned import WRITERS
+
+    assert {"mpich", "openmpi", "intelmpi"} <= set(LIBRARIES)
     for lib in LIBRARIES.values():
+        assert lib.tuned_writer in WRITERS and lib.algorithm_var
         assert DEFAULT in lib.algorithms
         assert lib.algorithm_env(DEFAULT) == {}
         for name, alg in lib.algorithms.items():
@@ -68,4 +71,4 @@ def test_run_env():
     assert run_env("openmpi", "ring")["OMPI_MCA_coll"] == "^han"
     assert "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM" not in run_env("mpich", "own_ring")
     assert run_env("intelmpi", DEFAULT) == {"I_MPI_PIN": "0"}
-    assert set(OWN_ALGORITHMS) == {"own_ring", "own_recursive_doubling", "own_rabenseifner", "own_binomial"}
+    assert {"own_ring", "own_recursive_doubling", "own_rabenseifner", "own_binomial"} <= set(OWN_ALGORITHMS)

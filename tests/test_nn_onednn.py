@@ -145,8 +145,7 @@ def test_layers_match_the_numpy_backend(make, shape):
     _close(ref.forward(x, training=False), fast.forward(x, training=False), "inference forward")
 
 
-CIFAR_MODELS = ["simplecnn", "lenet5", "alexnet", "vgg11", "vgg11bn", "vgg16", "vgg16bn", "resnet20", "resnet32",
-                "resnet56", "mobilenetv1"]
+CIFAR_MODELS = list(models.CIFAR_MODELS)
 QUICK = {"simplecnn", "resnet20"}  # the rest: --runslow
 
 

@@ -17,7 +17,7 @@ LAYERS = [
     "ardlab.rounds",  # the seeded order of each round of a comparison
     "ardlab.plan",  # the run plan from driver to ranks
     "ardlab.driver",  # starts the ranks of a plan
-    "ardlab.nn",  # the NumPy + MPI CNN framework
+    "ardlab.nn",  # the CNN framework (oneDNN or NumPy kernels, data parallel over MPI)
     "ardlab.horovod",  # TensorFlow + Horovod (translates ardlab.nn models)
     "ardlab.bench",  # microbenchmark and benchmark scripts
     "ardlab.analysis",  # tables, tuned files, cost models, figures

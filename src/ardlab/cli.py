@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from ardlab.comm.libraries import DEFAULT, LIBRARIES, OWN_ALGORITHMS
-from ardlab.plan import LAUNCHERS
+from ardlab.plan import LAUNCHERS, cli_options
+from ardlab.results import MIB, mib_bytes
 
 # --------------------------------------------------------------------------------------------- handlers
 
@@ -188,31 +189,21 @@ def _print_latencies(rows: list[dict]) -> None:
             print(line)
 
 
-TRAIN_OPTIONS = ("model", "dataset", "data_path", "classes", "batch_per_rank", "global_batch", "epochs", "steps",
-                 "optimizer", "lr", "momentum", "weight_decay", "warmup_steps", "parallel_mode", "seed", "augment",
-                 "checkpoint_dir", "resume", "plateau_patience", "plateau_factor", "early_stop_patience", "prefetch",
-                 "layer_timing", "backend")
-
-
 def _train(args: argparse.Namespace) -> int:
-    from ardlab.nn.trainer import run_plan
+    from ardlab.nn.trainer import TrainConfig, run_plan
 
     lib, ranks, nodes = _library(args)
-    options = {k: getattr(args, k) for k in TRAIN_OPTIONS}
+    options = {f.name: getattr(args, f.name) for f in cli_options(TrainConfig)}
+    options.update(batch_per_rank=args.batch_per_rank, global_batch=args.global_batch)
     options["input_shape"] = [int(v) for v in args.input_shape.split("x")] if args.input_shape else None
-    options["bucket_bytes"] = int(args.bucket_mb * (1 << 20))
+    options["bucket_bytes"] = mib_bytes(args.bucket_mb)
     plan = run_plan(lib, ranks=ranks, algorithm=args.algorithm, tuned=args.tuned, options=options, nodes=nodes,
                     **_launch_settings(args))
     return _execute(plan, args.in_mpi)
 
 
-TF_OPTIONS = ("model", "dataset", "data_path", "image_size", "classes", "batch_per_rank", "warmup_batches",
-              "batches_per_iter", "iterations", "compute_batches", "optimizer", "lr", "momentum", "seed", "save_weights")
-TF_KNOBS = ("fusion_threshold_mb", "cycle_time_ms", "cache_capacity", "timeline")
-
-
 def _train_tf(args: argparse.Namespace) -> int:
-    from ardlab.horovod.train import require_horovod, run_plan
+    from ardlab.horovod.train import HOROVOD_KNOBS, TFConfig, require_horovod, run_plan
 
     if args.in_mpi:
         require_horovod()
@@ -221,8 +212,8 @@ def _train_tf(args: argparse.Namespace) -> int:
     if args.in_mpi and not args.threads:  # the launcher's thread setting, as TensorFlow's thread pools
         settings["threads"] = int(os.environ.get("OMP_NUM_THREADS", "0")) or None
     plan = run_plan(lib, ranks=ranks, algorithm=args.algorithm, tuned=args.tuned,
-                         options={k: getattr(args, k) for k in TF_OPTIONS},
-                         knobs={k: getattr(args, k) for k in TF_KNOBS}, **settings)
+                    options={f.name: getattr(args, f.name) for f in cli_options(TFConfig)},
+                    knobs={k: getattr(args, k) for k in HOROVOD_KNOBS}, **settings)
     return _execute(plan, args.in_mpi)
 
 
@@ -316,7 +307,7 @@ def _predict(args: argparse.Namespace) -> int:
         raise ValueError("--link-rate and --latency go together: a network is its rate and its latency")
     if args.link_rate is not None:
         from ardlab.analysis.costmodel import Network, parse_latency
-        from ardlab.cluster import rate_bits_per_s
+        from ardlab.cluster.links import rate_bits_per_s
 
         rate_bits_per_s(args.link_rate)  # raises naming a bad rate
         network = Network(args.link_rate, parse_latency(args.latency))
@@ -401,86 +392,49 @@ def _bench_parser(s):
     _register(sub, [("allreduce", "Allreduce latency per message size (OSU/IMB method)", _bench_allreduce_parser)])
 
 
+def _add_options(group, config_class) -> None:
+    """One option per field of a kind's settings (ardlab.plan.option): --name-like-this, its default, help, choices
+    and type (booleans: --x/--no-x where the default is on, --x where it is off)."""
+    for f in cli_options(config_class):
+        kind = f.type.replace(" | None", "") if isinstance(f.type, str) else f.type.__name__
+        kw = {"default": f.default, "help": f.metadata.get("help")}
+        if f.metadata.get("choices"):
+            kw["choices"] = list(f.metadata["choices"]())
+        if kind == "bool":
+            kw["action"] = argparse.BooleanOptionalAction if f.default else "store_true"
+        else:
+            kw["type"] = {"int": int, "float": float, "str": str}[kind]
+        group.add_argument("--" + f.name.replace("_", "-"), **kw)
+
+
 def _train_parser(s):
-    from ardlab.nn import PARALLEL_MODES
-    from ardlab.nn.data import DATASETS
-    from ardlab.nn.models import MODELS
-    from ardlab.nn.optim import OPTIMIZERS
+    from ardlab.nn.trainer import TrainConfig
 
     _launch_arguments(s, ranks=1, threads=1, threads_help="BLAS/OpenMP threads per rank")
     s.add_argument("--algorithm", default=DEFAULT, help="native algorithm of the library, or own_*")
     s.add_argument("--tuned", metavar="FILE", help="the library selects per size from this tuned file")
     s.set_defaults(func=_train)
     t = s.add_argument_group("training")
-    t.add_argument("--model", default="simplecnn", choices=list(MODELS))
-    from ardlab.nn.backend import AUTO, CHOICES
-
-    t.add_argument("--backend", default=AUTO, choices=CHOICES,
-                   help="compute backend of the layers: onednn (oneDNN's primitives: Conv2D, Dense, MaxPool2D, "
-                   "BatchNormalization, ReLU, Add; the rest NumPy), numpy (NumPy + BLAS, the reference), or auto "
-                   "(default: onednn where its library loads, numpy where not; the row records which ran)")
-    t.add_argument("--dataset", default="synthetic", choices=DATASETS, help="images: class folders of JPEG/PNG; "
-                   "npz: shards <split>-*.npz with x, y")
-    t.add_argument("--data-path")
+    _add_options(t, TrainConfig)
     t.add_argument("--input-shape", help="synthetic data shape HxWxC (default 32x32x3); images: HxW to resize to")
-    t.add_argument("--classes", type=int, default=10)
     b = t.add_mutually_exclusive_group()
     b.add_argument("--batch-per-rank", type=int)
     b.add_argument("--global-batch", type=int)
-    t.add_argument("--epochs", type=int, default=1)
-    t.add_argument("--steps", type=int)
-    t.add_argument("--optimizer", default="sgd", choices=list(OPTIMIZERS))
-    t.add_argument("--lr", type=float, default=0.01)
-    t.add_argument("--momentum", type=float, default=0.9)
-    t.add_argument("--weight-decay", type=float, default=0.0)
-    t.add_argument("--warmup-steps", type=int, default=0)
-    t.add_argument("--parallel-mode", default="blocking", choices=PARALLEL_MODES)
-    t.add_argument("--bucket-mb", type=float, default=4.0)
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--augment", action="store_true", help="random crop + horizontal flip")
-    t.add_argument("--checkpoint-dir", help="write a checkpoint after every epoch (atomically, rank 0)")
-    t.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --checkpoint-dir")
-    t.add_argument("--plateau-patience", type=int, default=0,
-                   help="reduce the learning rate when the epoch loss stalls this many epochs (0: off)")
-    t.add_argument("--plateau-factor", type=float, default=0.1)
-    t.add_argument("--early-stop-patience", type=int, default=0, help="stop after this many stalled epochs (0: off)")
-    t.add_argument("--prefetch", type=int, default=2, help="batches loaded ahead in a thread (0: none)")
-    t.add_argument("--layer-timing", help="CSV of per-layer forward/backward/Allreduce seconds per step")
+    t.add_argument("--bucket-mb", type=float, default=TrainConfig.bucket_bytes / MIB,
+                   help="bucketed mode: gradients per Allreduce, MiB")
 
 
 def _train_tf_parser(s):
-    from ardlab.horovod.models import model_names
-    from ardlab.nn.data import DATASETS
-    from ardlab.nn.optim import OPTIMIZERS
+    from ardlab.horovod.train import HOROVOD_KNOBS, TFConfig
 
     _launch_arguments(s, ranks=1, threads=None, threads_help="TensorFlow intra/inter-op and BLAS threads per rank")
     s.add_argument("--algorithm", default=DEFAULT, help="native Allreduce algorithm of the library")
     s.add_argument("--tuned", metavar="FILE", help="the library selects per size from this tuned file")
     s.set_defaults(func=_train_tf)
     t = s.add_argument_group("training")
-    t.add_argument("--model", default="resnet20", choices=model_names(), help="an ardlab.nn model (same "
-                   "architecture) or keras.applications' (keras_*)")
-    t.add_argument("--dataset", default="synthetic", choices=[d for d in DATASETS if d not in ("images", "npz")])
-    t.add_argument("--data-path")
-    t.add_argument("--image-size", type=int, help="synthetic images are SIZExSIZEx3 (default 32; 224 for "
-                   "keras.applications models)")
-    t.add_argument("--classes", type=int, help="synthetic classes (default 10; 1000 for keras.applications)")
-    t.add_argument("--batch-per-rank", type=int, default=32)
-    t.add_argument("--warmup-batches", type=int, default=2)
-    t.add_argument("--batches-per-iter", type=int, default=5)
-    t.add_argument("--iterations", type=int, default=5, help="timed iterations (img/s mean and 95%% interval)")
-    t.add_argument("--compute-batches", type=int, default=0,
-                   help="then time this many batches without the Allreduce (each rank's compute alone): the row's "
-                        "compute_s and allreduce_s say how much of a step the Allreduce adds (default 0: not measured)")
-    t.add_argument("--optimizer", default="sgd", choices=list(OPTIMIZERS))
-    t.add_argument("--lr", type=float, default=0.01)
-    t.add_argument("--momentum", type=float, default=0.9)
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--fusion-threshold-mb", type=float, help="HOROVOD_FUSION_THRESHOLD (Horovod: 128)")
-    t.add_argument("--cycle-time-ms", type=float, help="HOROVOD_CYCLE_TIME (Horovod: 1)")
-    t.add_argument("--cache-capacity", type=int, help="HOROVOD_CACHE_CAPACITY (Horovod: 1024)")
-    t.add_argument("--timeline", help="write a Horovod timeline (JSON) to this file")
-    t.add_argument("--save-weights", help="each rank saves its final weights (.npz; '{rank}' in the name)")
+    _add_options(t, TFConfig)
+    for name, (_, _, kind, help_) in HOROVOD_KNOBS.items():
+        t.add_argument("--" + name.replace("_", "-"), type=kind, help=help_)
 
 
 def _tune_parser(s):

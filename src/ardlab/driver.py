@@ -25,6 +25,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from ardlab import rounds
@@ -93,7 +94,7 @@ def command(plan: RunPlan, plan_file: Path) -> tuple[list[str], dict[str, str]]:
 def time_shared(plan: RunPlan) -> bool:
     """Whether an srun launch's ranks time-share this machine's cores: on the emulated cluster (every node is this
     machine) with more ranks x threads than it has cores. On a real cluster each node has its own cores."""
-    from ardlab.cluster import link_rate
+    from ardlab.cluster.links import link_rate
 
     return plan.launcher == "srun" and plan.ranks * (plan.threads or 1) > (os.cpu_count() or 1) \
         and link_rate() != ""
@@ -214,8 +215,12 @@ def run_comparison(c: Comparison) -> list[dict]:
                 v = dataclasses.replace(plan, output=str(part), progress=False, group=c.group, round=r,
                                         order_seed=c.seed)
                 bar.set_postfix_str(f"round {r}: {v.label}"[:40])
+                started = time.monotonic()
                 _launch(v, Path(tmp) / f"r{r}-{pos}.json", capture=True)
                 got = _read(part)
+                if not c.progress:  # a workflow job's log: what each launch measured, and its wall time
+                    print(f"{c.group} round {r} position {pos}: {v.label}: {len(got)} rows in "
+                          f"{time.monotonic() - started:.1f} s", flush=True)
                 if c.kind != "bench" and len(got) != len(positions):  # a training row per variant
                     raise RuntimeError(f"{v.label}: the launch wrote {len(got)} rows for {len(positions)} variants")
                 rows.extend(got)

@@ -185,6 +185,18 @@ def _known(cls, data: dict, what: str) -> dict:
 
 
 
+def option(default, help: str | None = None, choices=None, cli: bool = True):
+    """A field of a kind's settings (TrainConfig, TFConfig) that is also its command-line option: ``--name-like-this``
+    with this default, help and choices (a callable giving them, read when the parser is made), made by the CLI
+    from the field (``ardlab.cli``); `cli` False: a setting the command line does not offer."""
+    return field(default=default, metadata={"help": help, "choices": choices, "cli": cli})
+
+
+def cli_options(config_class) -> list:
+    """The fields of a kind's settings that are command-line options, in order."""
+    return [f for f in fields(config_class) if f.name not in PLAN_FIELDS and f.metadata.get("cli", True)]
+
+
 def check_algorithm(library_name: str, name: str, tuned: str | None, *, own: bool) -> str:
     """The algorithm label of a training run: `name` checked against the table, or TUNED with a tuned file."""
     library(library_name)

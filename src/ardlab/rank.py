@@ -93,7 +93,7 @@ def placement(threads: int) -> dict:
     """Where this job's ranks run (collective): its nodes (distinct processor names), the threads per core of
     the busiest machine (machines told apart by /etc/machine-id: the emulated cluster's nodes share one), the
     emulated cluster's link rate, the tuning file the MPI library loaded and its thread level (ardlab.comm.startup)."""
-    from ardlab.cluster import link_rate
+    from ardlab.cluster.links import link_rate
     from ardlab.comm import startup
 
     tuning_file = startup.init()

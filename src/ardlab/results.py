@@ -77,12 +77,46 @@ EARLIER_COLUMNS = {
               (TRAIN_COLUMNS[: -len(LAUNCH_COLUMNS)], _OWN_LAUNCH)],
 }
 
+def utc_now() -> str:
+    """The time a measurement started, as every row records it (UTC, ISO 8601, to the second)."""
+    import datetime as _dt
+
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def summary_row(*, rates: Sequence[float], loss: float, accuracy: float, top5: float, compute_s: float | None,
+                allreduce_s: float | None, wait_s: float | None, **fields) -> dict:
+    """A training summary row, for every framework alike: `fields` as given (TRAIN_COLUMNS; the launch adds its place
+    in the rounds and where it ran), the images/s of the timed iterations (`rates`) as their mean and the half-width
+    of its normal 95% interval ("0" from one iteration), seconds to 4 decimals (empty where not measured), the loss
+    to 6 and the accuracies to 4."""
+    import math
+    import statistics
+
+    unknown = sorted(set(fields) - set(TRAIN_COLUMNS))
+    if unknown:
+        raise ValueError(f"summary row fields {unknown} are not training columns")
+    seconds = {"compute_s": compute_s, "allreduce_s": allreduce_s, "wait_s": wait_s}
+    return {**fields, "img_per_s": f"{statistics.fmean(rates):.2f}",
+            "img_per_s_ci95": f"{1.96 * statistics.stdev(rates) / math.sqrt(len(rates)):.2f}" if len(rates) > 1 else "0",
+            **{k: "" if v is None else f"{v:.4f}" for k, v in seconds.items()},
+            "final_loss": f"{loss:.6f}", "final_accuracy": f"{accuracy:.4f}", "final_top5_accuracy": f"{top5:.4f}"}
+
+
 # `ardlab train --layer-timing FILE`: seconds per step, one row a layer (the optimizer update as its own row).
 LAYER_TIMING_COLUMNS = ["layer", "forward_s", "backward_s", "allreduce_s", "wait_s", "update_s"]
 
 # Beside every tuned selection file (`ardlab tune`): its ranges as a table, so that tools which do not parse the
 # library's own format (the driver adding the selected algorithms to a comparison, the report) can read them.
 RANGES_COLUMNS = ["lo_bytes", "hi_bytes", "algorithm"]
+
+
+MIB = 1 << 20  # bytes in a MiB: options given in MiB (bucket_mb, fusion_threshold_mb, budget_mib)
+
+
+def mib_bytes(mib: float) -> int:
+    """`mib` MiB in whole bytes."""
+    return int(mib * MIB)
 
 
 PICKS = ("best", "worst")  # the algorithms a pick file (ardlab.analysis.picks) names per library
@@ -106,9 +140,18 @@ def scale_name(ranks: int, nodes: int = 1) -> str:
     return f"r{ranks}" if nodes == 1 else f"n{nodes}-r{ranks}"
 
 
+RANGES_SUFFIX = ".ranges.csv"  # beside a tuned selection file, its ranges table
+
+
 def ranges_path(selection_file: str | os.PathLike) -> Path:
     """The ranges table written beside a tuned selection file."""
-    return Path(f"{selection_file}.ranges.csv")
+    return Path(f"{selection_file}{RANGES_SUFFIX}")
+
+
+# A run folder's microbenchmark rows, and the reproduce tables (`ardlab report --compare A B` writes them in A's
+# tables/, each as .csv and .md).
+MICROBENCH_ROWS = "raw/microbench/*/round*.csv"
+REPRODUCE_TABLES = ("reproduce_summary", "reproduce")
 
 
 def selected_algorithms(selection_file: str | os.PathLike) -> list[str]:

@@ -46,7 +46,7 @@ rule costmodel:
 
 rule compare:
     input: rules.report.output.tables, reference=ancient(f"{config['reference']}/run.yaml") if config["reference"] else []
-    output: [f"{R}/tables/{t}.{ext}" for t in ("reproduce", "reproduce_summary") for ext in ("csv", "md")]
+    output: [f"{R}/tables/{t}.{ext}" for t in REPRODUCE_TABLES for ext in ("csv", "md")]
     log: f"{R}/logs/compare.log"
     conda: "../envs/driver.yaml"
     params: python=sys.executable, results=results_folder,

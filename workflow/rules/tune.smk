@@ -5,7 +5,7 @@
 
 
 rule tune:
-    output: f"{R}/tuned/{tuned.FILE_NAME}", ranges=f"{R}/tuned/{tuned.FILE_NAME}.ranges.csv"
+    output: f"{R}/tuned/{tuned.FILE_NAME}", ranges=f"{R}/tuned/{tuned.FILE_NAME}{RANGES_SUFFIX}"
     input: lambda wc: commands.bench_files(config, JOBS, *study.parse_scale(wc.scale))
     log: f"{R}/logs/tuned/{tuned.FILE_NAME}.log"
     wildcard_constraints: suffix=r"\.[a-z]+"

@@ -61,10 +61,10 @@ import numpy as np
 import pandas as pd
 
 from ardlab.analysis.stats import speedup_ci
-from ardlab.cluster import allreduce_wire_us, rate_bits_per_s, wire_beta_us
+from ardlab.cluster.links import allreduce_wire_us, rate_bits_per_s, wire_beta_us
+from ardlab.comm.families import BANDWIDTH_OPTIMAL, COST_FAMILIES, FAMILIES
 from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, TUNED, library
 
-SEGMENT = 65536  # bytes: Open MPI's segmented ring as forced by the table
 MIN_SIZES = 4  # message sizes a fit (or its small-message regime) needs
 MIN_REGIME_SIZES = 3  # message sizes every further regime needs
 MAX_SPLITS = 2  # at most three regimes: latency-bound, in-cache and memory-bound transfers
@@ -72,50 +72,22 @@ SPLIT_GAIN = 0.5  # one more regime must at least halve the sum of squared relat
 SPLIT_MIN_RMS = 0.01  # ... of fewer regimes that miss by more than 1% (root mean square)
 HELD_SIZES = 3  # the "sizes" hold-out predicts the largest measured sizes from the others
 WITHIN = 1.10  # a pick scores where its measured time is within 10% of the measured best's
-BANDWIDTH_OPTIMAL = ("ring", "segmented_ring", "rabenseifner")  # the models whose beta the link rate sets
 GROUND_TRUTH_TOLERANCE = 0.15
 LINK_BOUND = 0.5  # a held-out point across nodes is link-bound where the wire time is >= half the measured best
 
 
-def _lg(p: np.ndarray) -> np.ndarray:
-    return np.floor(np.log2(p))
-
-
-def _extra(p: np.ndarray) -> np.ndarray:
-    """1 where p is not a power of two (the fold adds steps), else 0."""
-    return (2 ** _lg(p) != p).astype(float)
-
-
 def coefficients(model: str, n: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """(len, 5) matrix of the o, alpha, beta, gamma, phi (fold) coefficients of `model` at sizes n (bytes), ranks p."""
+    """(len, 5) matrix of the o, alpha, beta, gamma, phi (fold) coefficients of `model` (a family of
+    ardlab.comm.families) at sizes n (bytes), ranks p."""
     n, p = np.asarray(n, float), np.asarray(p, float)
-    lg, ex = _lg(p), _extra(p)
-    pp = 2 ** lg  # the power of two the fold reduces to
-    f = np.zeros_like(n)
-    if model in ("recursive_doubling", "recursive_multiplying"):
-        a, b, c, f = lg + 2 * ex, lg * n, lg * n, 2 * ex * n
-    elif model == "rabenseifner":
-        a = 2 * lg + 2 * ex
-        b = 2 * (pp - 1) / pp * n
-        c = (pp - 1) / pp * n
-        f = 2 * ex * n
-    elif model == "ring":
-        a, b, c = 2 * (p - 1), 2 * (p - 1) / p * n, (p - 1) / p * n
-    elif model == "segmented_ring":
-        a = 2 * (p - 1) * np.maximum(1.0, np.ceil(n / p / SEGMENT))
-        b, c = 2 * (p - 1) / p * n, (p - 1) / p * n
-    elif model == "binomial":
-        steps = np.ceil(np.log2(p))
-        a, b, c = 2 * steps, 2 * steps * n, steps * n
-    elif model == "linear":
-        a, b, c = 2 * (p - 1), 2 * (p - 1) * n, (p - 1) * n
-    else:
+    fam = FAMILIES.get(model)
+    if fam is None or fam.costs is None:
         raise ValueError(f"no cost model {model!r}; known: {', '.join(MODELS)}")
+    a, b, c, f = (np.broadcast_to(x, n.shape).astype(float) for x in fam.costs(n, p))
     return np.stack([np.ones_like(a), a, b, c, f], axis=1)
 
 
-MODELS = ("recursive_doubling", "recursive_multiplying", "rabenseifner", "ring", "segmented_ring", "binomial",
-          "linear")
+MODELS = COST_FAMILIES
 
 
 def model_of(library_name: str, algorithm: str, node_class: str = "intra") -> str | None:
@@ -491,7 +463,7 @@ def default_proxy(b: pd.DataFrame, lib: str, node_class: str = "intra", link_rat
     return out
 
 
-def prediction_fits(fits: list[Fit], network: Network | None) -> list[tuple[str, str, list[Fit]]]:
+def prediction_fits(fits: list[Fit], network: Network | None) -> list[tuple[str, str, str, list[Fit]]]:
     """(library, node class, measured link rate, accepted native fits) to predict with: on `network`, the
     fits across nodes at the fastest measured rate, moved to it; else the one-node fits where a library has
     them, and its fits across nodes (per link rate) where it has none."""

@@ -13,23 +13,24 @@ import numpy as np
 import pandas as pd
 
 from ardlab.analysis.comparisons import _rounds, _summary, main_phase
-from ardlab.cluster import allreduce_wire_us
+from ardlab.cluster.links import allreduce_wire_us
 from ardlab.comm.libraries import wire_family
 from ardlab.comm.traffic import model
 
 BOUND_FROM_BYTES = 1 << 20
 
 
-def rate_bits_per_s(rate: str) -> float | None:
-    """tc's rate notation in bits/s; None for 'none' or an empty (unknown) rate."""
-    from ardlab.cluster import rate_bits_per_s as parse
+def link_bits_per_s(rate: str) -> float | None:
+    """A row's link rate in bits/s; None for an unlimited ('none') or unknown ('') link (where
+    ardlab.cluster.links.rate_bits_per_s, for rates only, raises)."""
+    from ardlab.cluster.links import rate_bits_per_s as parse
 
     return parse(rate) if rate and rate != "none" else None
 
 
 def _networked(b: pd.DataFrame) -> pd.DataFrame:
     m = main_phase(b)
-    return m[(m.nodes > 1) & m.link_rate.astype(str).map(lambda r: rate_bits_per_s(r) is not None)] if len(m) else m
+    return m[(m.nodes > 1) & m.link_rate.astype(str).map(lambda r: link_bits_per_s(r) is not None)] if len(m) else m
 
 
 def bound(b: pd.DataFrame) -> pd.DataFrame:

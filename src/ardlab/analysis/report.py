@@ -35,7 +35,7 @@ import pandas as pd
 from ardlab.analysis import comparisons as cmp
 from ardlab.analysis import figures, network, read, reproduce, versus_study
 from ardlab.comm.libraries import TUNED
-from ardlab.results import save_frame
+from ardlab.results import REPRODUCE_TABLES, save_frame
 
 MICROBENCH_TABLES = ("microbench_speedup", "microbench_across_libraries", "best_algorithm_ranges")
 TRAINING_TABLE = "training_throughput"
@@ -106,4 +106,5 @@ def compare_runs(run_a: str | Path, run_b: str | Path, output: str | Path) -> li
         claims.append(analyse(b, t)["claims"])
     m = reproduce.compare(*claims)
     output = Path(output)
-    return save_frame(reproduce.summary(m), output / "reproduce_summary") + save_frame(m, output / "reproduce")
+    summary, rows = REPRODUCE_TABLES
+    return save_frame(reproduce.summary(m), output / summary) + save_frame(m, output / rows)

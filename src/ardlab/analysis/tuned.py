@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ardlab.comm.libraries import DEFAULT, library
+from ardlab.comm.libraries import DEFAULT, OMPI_SEGMENT_VAR, library
 from ardlab.results import RANGES_COLUMNS, atomic_open, ranges_path, scale_name, write_csv
 
 MAX_BYTES = 2**31 - 1
@@ -77,19 +77,20 @@ def merge_ranges(winners) -> list[Range]:
     return ranges
 
 
-def openmpi_rules(ranges: list[Range], ranks: int) -> str:
-    algs = library("openmpi").algorithms
+def openmpi_rules(ranges: list[Range], ranks: int, libmpi: str | Path | None = None) -> str:
+    """Open MPI's coll/tuned dynamic rules file: one rule per range (its algorithm's number and segment size)."""
+    lib = library("openmpi")
     lines = ["1", "2", "1", str(ranks), str(len(ranges))]  # collectives, allreduce id, comm sizes, size, rules
     for r in ranges:
-        env = algs[r.algorithm].env
-        seg = env.get("OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize", "0")
-        lines.append(f"{r.lo} {env['OMPI_MCA_coll_tuned_allreduce_algorithm']} 0 {seg}")
+        seg = lib.algorithms[r.algorithm].env.get(OMPI_SEGMENT_VAR, "0")
+        lines.append(f"{r.lo} {lib.selection_value(r.algorithm)} 0 {seg}")
     return "\n".join(lines) + "\n"
 
 
-def intelmpi_adjust(ranges: list[Range]) -> str:
-    algs = library("intelmpi").algorithms
-    return ";".join(f"{algs[r.algorithm].env['I_MPI_ADJUST_ALLREDUCE']}:{r.lo}-{r.hi}" for r in ranges) + "\n"
+def intelmpi_adjust(ranges: list[Range], ranks: int, libmpi: str | Path | None = None) -> str:
+    """Intel MPI's I_MPI_ADJUST_ALLREDUCE selection: algorithm:lo-hi per range."""
+    lib = library("intelmpi")
+    return ";".join(f"{lib.selection_value(r.algorithm)}:{r.lo}-{r.hi}" for r in ranges) + "\n"
 
 
 def mpich_builtin_selection(libmpi: str | Path) -> dict:
@@ -111,9 +112,15 @@ def mpich_builtin_selection(libmpi: str | Path) -> dict:
     raise ValueError(f"{libmpi}: no built-in MPIR collective selection tree found (not an MPICH libmpi?)")
 
 
-def mpich_json(ranges: list[Range], ranks: int, builtin: dict) -> str:
+def mpich_json(ranges: list[Range], ranks: int, libmpi: str | Path | None = None) -> str:
+    """MPICH's JSON selection: its built-in tree (read from its libmpi, default the mpich environment's) with our
+    ranges where the selected algorithms surely apply."""
+    if libmpi is None:
+        from ardlab.comm.launch import env_prefix
+
+        libmpi = env_prefix("mpich") / "lib" / "libmpi.so.12"
     algs = library("mpich").algorithms
-    tree = json.loads(json.dumps(builtin))
+    tree = mpich_builtin_selection(libmpi)
     default_intra = tree["collective=allreduce"]["comm_type=intra"]
     ours: dict = {}
     for r in ranges:
@@ -135,21 +142,19 @@ def mpich_json(ranges: list[Range], ranks: int, builtin: dict) -> str:
     return json.dumps(tree, indent=1) + "\n"
 
 
+# The writers of tuned selection files, by the name a library's table entry gives (Library.tuned_writer):
+# (ranges, ranks, libmpi) -> the file's text.
+WRITERS = {"openmpi_rules": openmpi_rules, "intelmpi_adjust": intelmpi_adjust, "mpich_json": mpich_json}
+
+
 def write(library_name: str, ranges: list[Range], ranks: int, output: str | Path, *,
           libmpi: str | Path | None = None) -> Path:
-    """Write the tuned selection file of `library_name` atomically."""
-    if library_name == "openmpi":
-        text = openmpi_rules(ranges, ranks)
-    elif library_name == "intelmpi":
-        text = intelmpi_adjust(ranges)
-    elif library_name == "mpich":
-        if libmpi is None:
-            from ardlab.comm.launch import env_prefix
-
-            libmpi = env_prefix("mpich") / "lib" / "libmpi.so.12"
-        text = mpich_json(ranges, ranks, mpich_builtin_selection(libmpi))
-    else:
-        raise ValueError(f"no tuned-file writer for {library_name!r}")
+    """Write the tuned selection file of `library_name` atomically (its table entry names the writer)."""
+    name = library(library_name).tuned_writer
+    if name not in WRITERS:
+        raise ValueError(f"no tuned-file writer for {library_name!r} (its table entry names {name!r}; "
+                         f"known: {', '.join(WRITERS)})")
+    text = WRITERS[name](ranges, ranks, libmpi)
     output = Path(output)
     write_csv(ranges_path(output), RANGES_COLUMNS,
               [{"lo_bytes": r.lo, "hi_bytes": r.hi, "algorithm": r.algorithm} for r in ranges])

@@ -12,7 +12,6 @@ forced by the launch environment.
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import socket
 import sys
@@ -23,6 +22,7 @@ from ardlab.bench.timeloop import TIMERS
 from ardlab.comm.libraries import (DEFAULT, TUNED, Algorithm, algorithm, algorithms,
                                    forced_algorithm, library)
 from ardlab.plan import PLAN_FIELDS, Comparison, RunPlan
+from ardlab.results import mib_bytes, utc_now
 
 DTYPES = ("float32", "float64", "int32", "int64")
 
@@ -58,7 +58,7 @@ def iterations_for(size_bytes: int, fixed: int | None = None, *, budget_mib: flo
     messages); a fixed count wins."""
     if fixed is not None:
         return fixed
-    return max(min(MIN_ITERATIONS, max_iterations), min(max_iterations, int(budget_mib * (1 << 20)) // size_bytes))
+    return max(min(MIN_ITERATIONS, max_iterations), min(max_iterations, mib_bytes(budget_mib) // size_bytes))
 
 
 def warmup_for(iterations: int, fixed: int | None = None) -> int:
@@ -73,8 +73,8 @@ def _algorithm(library_name: str, name: str) -> Algorithm:
     return _TUNED if name == TUNED else algorithm(library_name, name)
 
 
-def applicable(alg: Algorithm, *, ranks: int, nodes: int, count: int) -> str | None:
-    """None if `alg` applies to this size, else the reason (ops here are SUM: commutative)."""
+def why_inapplicable(alg: Algorithm, *, ranks: int, nodes: int, count: int) -> str | None:
+    """Why `alg` cannot run at this size (None where it can; ops here are SUM: commutative)."""
     try:
         alg.check(ranks=ranks, nodes=nodes, count=count, commutative=True)
     except ValueError as e:
@@ -142,7 +142,7 @@ def make_plan(
             if alg.multi_node_only and nodes < 2:
                 raise ValueError(f"{lib.display} algorithm {n!r} needs several nodes; this run has {nodes}")
             for s in sizes if not skip_inapplicable else ():
-                reason = applicable(alg, ranks=ranks, nodes=nodes, count=s // itemsize)
+                reason = why_inapplicable(alg, ranks=ranks, nodes=nodes, count=s // itemsize)
                 if reason:
                     raise ValueError(f"{reason} (message size {s} B)")
     return Plan(library_name, names, sizes, ranks, nodes, dtype, iterations, warmup, validate,
@@ -224,35 +224,20 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
     import numpy as np
     from mpi4py import MPI
 
-    from ardlab.bench import timeloop
     from ardlab.comm import detect
-    from ardlab.comm.own import get as get_own
+    from ardlab.results import knobs_in_force
 
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     lib, version = detect(MPI.Get_library_version())
     if lib.name != plan.library:
         raise RuntimeError(f"this process runs {lib.display}, but the plan is for {library(plan.library).display}")
+    _check_forced(lib, plan.algorithms)
     hosts = comm.allgather(socket.gethostname())
     nodes = len(set(hosts))
     leader = hosts.index(hosts[rank]) == rank  # the lowest rank of each node reads its interface counter
-    for name in plan.algorithms:
-        if name == TUNED and forced_algorithm(lib.name, os.environ) != TUNED:
-            raise RuntimeError(f"a tuned run needs the settings {', '.join(lib.tuning_env)} at launch")
-        alg = _algorithm(lib.name, name)
-        if alg.implementation == "native" and name not in (DEFAULT, TUNED):
-            want = lib.algorithm_env(name)
-            wrong = {k: v for k, v in want.items() if os.environ.get(k) != v}
-            if wrong:
-                raise RuntimeError(
-                    f"{lib.display} algorithm {name!r} must be forced at launch; missing settings: "
-                    + ", ".join(f"{k}={v}" for k, v in wrong.items())
-                )
     dtype = np.dtype(plan.dtype)
-    from ardlab.results import knobs_in_force
-
-    knobs = knobs_in_force()
-    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    knobs, started = knobs_in_force(), utc_now()
     rows = []
     points = [(n, s) for n in plan.algorithms for s in plan.sizes]
     bar = None
@@ -262,52 +247,75 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
         bar = tqdm(total=len(points), desc=f"{lib.name} {size} ranks", unit="size", file=sys.stderr)
     for name, nbytes in points:
         alg = _algorithm(lib.name, name)
-        count = nbytes // dtype.itemsize
-        if applicable(alg, ranks=size, nodes=nodes, count=count):
-            if bar:
-                bar.update()
-            continue
-        if alg.implementation == "own":
-            own = get_own(name)
-
-            def call(x, y, _own=own):
-                _own(comm, x, y, MPI.SUM)
-        else:
-            def call(x, y):
-                comm.Allreduce(x, y, op=MPI.SUM)
-
-        x = (np.arange(count) % 7 + rank + 1).astype(dtype)
-        y = np.zeros_like(x)
-        expected = (np.arange(count) % 7 * size + size * (size + 1) // 2).astype(dtype)
-        iters = iterations_for(nbytes, plan.iterations, budget_mib=plan.budget_mib,
-                               max_iterations=plan.max_iterations)
-        warmup = warmup_for(iters, plan.warmup)
-        timer = plan.timer if alg.implementation == "native" else "python"
-        where = f"{lib.display} {name} size {nbytes} B rank {rank}"
-        if timer in timeloop.COMPILED:
-            try:
-                total = float(timeloop.time_allreduce(comm, x, y, MPI.SUM, warmup=warmup, iterations=iters,
-                                                      expected=expected if plan.validate else None,
-                                                      back_to_back=timer == "c-loop").sum())
-            except RuntimeError as e:
-                raise RuntimeError(f"{where}: {e}") from None
-        else:
-            total = _python_loop(comm, call, x, y, warmup, iters, expected if plan.validate else None, where)
-        mean_us = total / iters * 1e6
-        stats = comm.gather(mean_us, root=0)
-        sent = _traffic(comm, call, x, y, leader, nodes)
-        if rank == 0:
-            rows.append({
-                "library": lib.name, "library_version": version, "algorithm": name,
-                "implementation": alg.implementation, "ranks": size, "nodes": nodes, "hostname": hosts[0],
-                "dtype": dtype.name, "size_bytes": nbytes, "iterations": iters,
-                "avg_us": f"{sum(stats) / len(stats):.3f}", "min_us": f"{min(stats):.3f}",
-                "max_us": f"{max(stats):.3f}", "knobs": knobs, "started_at": started, "timer": timer,
-                "net_tx_bytes_per_call": f"{sum(sent):.0f}" if sent else "",
-                "net_tx_max_node_bytes_per_call": f"{max(sent):.0f}" if sent else "",
-            })
+        if not why_inapplicable(alg, ranks=size, nodes=nodes, count=nbytes // dtype.itemsize):
+            iters, timer, stats, sent = _measure_point(comm, plan, lib, alg, nbytes, dtype, leader, nodes)
+            if rank == 0:
+                rows.append({
+                    "library": lib.name, "library_version": version, "algorithm": name,
+                    "implementation": alg.implementation, "ranks": size, "nodes": nodes, "hostname": hosts[0],
+                    "dtype": dtype.name, "size_bytes": nbytes, "iterations": iters,
+                    "avg_us": f"{sum(stats) / len(stats):.3f}", "min_us": f"{min(stats):.3f}",
+                    "max_us": f"{max(stats):.3f}", "knobs": knobs, "started_at": started, "timer": timer,
+                    "net_tx_bytes_per_call": f"{sum(sent):.0f}" if sent else "",
+                    "net_tx_max_node_bytes_per_call": f"{max(sent):.0f}" if sent else "",
+                })
         if bar:
             bar.update()
     if bar:
         bar.close()
     return rows
+
+
+def _check_forced(lib, names: list[str]) -> None:
+    """RuntimeError naming what is missing where this launch does not force what the plan measures."""
+    for name in names:
+        if name == TUNED and forced_algorithm(lib.name, os.environ) != TUNED:
+            raise RuntimeError(f"a tuned run needs the settings {', '.join(lib.tuning_env)} at launch")
+        alg = _algorithm(lib.name, name)
+        if alg.implementation == "native" and name not in (DEFAULT, TUNED):
+            wrong = {k: v for k, v in lib.algorithm_env(name).items() if os.environ.get(k) != v}
+            if wrong:
+                raise RuntimeError(
+                    f"{lib.display} algorithm {name!r} must be forced at launch; missing settings: "
+                    + ", ".join(f"{k}={v}" for k, v in wrong.items())
+                )
+
+
+def _measure_point(comm, plan: Plan, lib, alg: Algorithm, nbytes: int, dtype, leader: bool, nodes: int):
+    """One (algorithm, size) on every rank: (timed calls, the timer, each rank's mean microseconds on rank 0, the
+    bytes each node sent per call or None)."""
+    import numpy as np
+    from mpi4py import MPI
+
+    from ardlab.bench import timeloop
+    from ardlab.comm.own import get as get_own
+
+    rank, size = comm.Get_rank(), comm.Get_size()
+    if alg.implementation == "own":
+        own = get_own(alg.name)
+
+        def call(x, y):
+            own(comm, x, y, MPI.SUM)
+    else:
+        def call(x, y):
+            comm.Allreduce(x, y, op=MPI.SUM)
+
+    count = nbytes // dtype.itemsize
+    x = (np.arange(count) % 7 + rank + 1).astype(dtype)
+    y = np.zeros_like(x)
+    expected = (np.arange(count) % 7 * size + size * (size + 1) // 2).astype(dtype)
+    iters = iterations_for(nbytes, plan.iterations, budget_mib=plan.budget_mib, max_iterations=plan.max_iterations)
+    warmup = warmup_for(iters, plan.warmup)
+    timer = plan.timer if alg.implementation == "native" else "python"
+    where = f"{lib.display} {alg.name} size {nbytes} B rank {rank}"
+    if timer in timeloop.COMPILED:
+        try:
+            total = float(timeloop.time_allreduce(comm, x, y, MPI.SUM, warmup=warmup, iterations=iters,
+                                                  expected=expected if plan.validate else None,
+                                                  back_to_back=timer == "c-loop").sum())
+        except RuntimeError as e:
+            raise RuntimeError(f"{where}: {e}") from None
+    else:
+        total = _python_loop(comm, call, x, y, warmup, iters, expected if plan.validate else None, where)
+    stats = comm.gather(total / iters * 1e6, root=0)
+    return iters, timer, stats, _traffic(comm, call, x, y, leader, nodes)

@@ -17,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ardlab.comm.libraries import LIBRARIES
+
 
 def _row(args: list[str], out: Path) -> dict:
     proc = subprocess.run([sys.executable, "-m", "ardlab.cli", *args, "--no-progress", "--output", str(out)],
@@ -31,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="alexnet")
     p.add_argument("--ranks", default="1,2")
-    p.add_argument("--libraries", default="mpich,openmpi,intelmpi")
+    p.add_argument("--libraries", default=",".join(LIBRARIES))
     p.add_argument("--batch-per-rank", type=int, default=32)
     p.add_argument("--threads", type=int, default=1, help="threads per rank")
     p.add_argument("--steps", type=int, default=12, help="timed steps per run (plus warm-up)")

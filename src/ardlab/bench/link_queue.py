@@ -28,10 +28,14 @@ import tempfile
 from pathlib import Path
 
 from ardlab.bench import add_round_arguments, save_rows
+from ardlab.comm.libraries import LIBRARIES
 
-ALGORITHMS = {"mpich": "ring,reduce_scatter_allgather,own_ring,own_rabenseifner",
-              "openmpi": "ring,rabenseifner,own_ring,own_rabenseifner",
-              "intelmpi": "ring,rabenseifner,own_ring,own_rabenseifner"}
+def algorithms(library_name: str) -> str:
+    """What this benchmark runs of a library: its ring and the first of its Rabenseifner family in the table (the two
+    bandwidth-optimal shapes whose steps differ in size), and ours of each."""
+    algs = LIBRARIES[library_name].algorithms
+    rabenseifner = next(n for n, a in algs.items() if a.cost_model == "rabenseifner" and a.implementation == "native")
+    return f"ring,{rabenseifner},own_ring,own_rabenseifner"
 
 
 def _retransmits(hosts: list[str]) -> int:
@@ -57,16 +61,17 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
 
     from ardlab.bench.sizes import parse_sizes
-    from ardlab.cluster import Cluster, allreduce_wire_us, default_state
+    from ardlab.cluster import Cluster, default_state
+    from ardlab.cluster.links import allreduce_wire_us
     from ardlab.cluster.network import QUEUE, drops, shape_links
 
     c = Cluster.load(default_state())
     if c is None or not c.rate:
         raise SystemExit("needs an emulated cluster with a link rate: ardlab cluster up --nodes 4 --rate 250mbit")
     libs = a.libraries.split(",")
-    unknown = [lib for lib in libs if lib not in ALGORITHMS]
+    unknown = [lib for lib in libs if lib not in LIBRARIES]
     if unknown:
-        raise SystemExit(f"--libraries: {', '.join(unknown)} not among {', '.join(ALGORITHMS)}")
+        raise SystemExit(f"--libraries: {', '.join(unknown)} not among {', '.join(LIBRARIES)}")
     queues, sizes = a.queues.split(","), parse_sizes(a.sizes)
     settings = {"none": {}}
     for text in filter(None, a.settings.split(";")):
@@ -91,13 +96,13 @@ def main(argv: list[str] | None = None) -> int:
                         out = Path(tmp) / f"{lib}-{q}-{len(rows)}.csv"
                         proc = subprocess.run(
                             [str(ardlab), "bench", "allreduce", "--library", lib, "--launcher", "srun", "--nodes",
-                             str(c.nodes), "--ranks", str(c.nodes), "--algorithm", ALGORITHMS[lib], "--sizes",
+                             str(c.nodes), "--ranks", str(c.nodes), "--algorithm", algorithms(lib), "--sizes",
                              a.sizes, "--iterations", str(a.iterations), "--output", str(out), "--no-progress"],
                             env={**env, **settings[setting]}, capture_output=True, text=True)
                         if proc.returncode != 0:
                             raise RuntimeError(f"{lib} with the queue at {q}, settings {setting}, failed:\n"
                                                f"{proc.stderr[-2000:]}")
-                        calls = a.iterations * len(sizes) * len(ALGORITHMS[lib].split(","))
+                        calls = a.iterations * len(sizes) * len(algorithms(lib).split(","))
                         dropped, retrans = drops(c.hosts) - d0, _retransmits(c.hosts) - t0
                         for row in pd.read_csv(out).itertuples():
                             wire = allreduce_wire_us(c.nodes, row.size_bytes, c.rate)

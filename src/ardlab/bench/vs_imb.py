@@ -114,13 +114,13 @@ def run_ardlab(library_name: str, algorithm: str, sizes: list[int], ranks: int, 
 
 
 def applicable_sizes(library_name: str, algorithm: str, sizes: list[int], ranks: int) -> list[int]:
-    """The sizes (float32) at which `algorithm` runs as itself (ardlab.bench.allreduce.applicable): both tools
+    """The sizes (float32) at which `algorithm` runs as itself (ardlab.bench.allreduce.why_inapplicable): both tools
     measure only those."""
-    from ardlab.bench.allreduce import applicable
+    from ardlab.bench.allreduce import why_inapplicable
     from ardlab.comm.libraries import algorithm as entry
 
     alg = entry(library_name, algorithm)
-    return [s for s in sizes if applicable(alg, ranks=ranks, nodes=1, count=s // 4) is None]
+    return [s for s in sizes if why_inapplicable(alg, ranks=ranks, nodes=1, count=s // 4) is None]
 
 
 def measure(libraries: list[str], sizes: list[int], ranks: int, rounds: int, seed: int) -> list[dict]:

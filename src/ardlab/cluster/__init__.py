@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ardlab.cluster import network, slurm
+from ardlab.cluster.links import check_rate
 
 DEFAULT_SUBNET = "10.77.0.0/24"
 
@@ -63,52 +64,6 @@ class Cluster:
     def load(cls, state: Path) -> "Cluster | None":
         path = Path(state) / "cluster.json"
         return cls(**json.loads(path.read_text())) if path.is_file() else None
-
-
-RATE_UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}  # tc's rate units, in bits per second
-
-
-def check_rate(rate: str | None) -> str | None:
-    """`rate` if it is a link rate in tc's notation (None for 'none' or no rate); ValueError naming it otherwise."""
-    if rate is None or rate in ("", "none"):
-        return None
-    rate_bits_per_s(rate)
-    return rate
-
-
-def rate_bits_per_s(rate: str) -> float:
-    """tc's rate notation in bits per second (1gbit -> 1e9); ValueError naming a rate that is not one."""
-    unit = rate[-4:]
-    try:
-        value = float(rate[:-4]) * RATE_UNITS[unit]
-    except (KeyError, ValueError):
-        value = 0.0
-    if not value > 0:
-        raise ValueError(f"link rate {rate!r} is not a rate like 1gbit, 250mbit or 100000kbit "
-                         f"(a positive number and one of {', '.join(RATE_UNITS)}; 'none' for unlimited)")
-    return value
-
-
-def wire_beta_us(rate: str) -> float:
-    """The link's time per byte (us) at tc rate `rate` (8 bits a byte)."""
-    return 8e6 / rate_bits_per_s(rate)
-
-
-def allreduce_wire_us(p: int, size_bytes: float, rate: str) -> float:
-    """The bandwidth bound of an Allreduce of `size_bytes` among `p` parties at tc rate `rate` (us): the
-    2(p-1)/p x size that a bandwidth-optimal algorithm sends out of each party, at the link's speed."""
-    return 2 * (p - 1) / p * size_bytes * wire_beta_us(rate)
-
-
-def link_rate(environ=None) -> str:
-    """The link rate of the emulated cluster this process runs on, for result rows: its rate, "none" when its links
-    are unlimited, "" when the process runs on no emulated cluster (its Slurm configuration, $SLURM_CONF or
-    /etc/slurm/slurm.conf, has no cluster.json beside it)."""
-    conf = Path((os.environ if environ is None else environ).get("SLURM_CONF") or "/etc/slurm/slurm.conf")
-    record = conf.resolve().parent / "cluster.json"  # on a node, /etc/slurm/slurm.conf links to the state folder
-    if not record.is_file():
-        return ""
-    return json.loads(record.read_text()).get("rate") or "none"
 
 
 def _require_root() -> None:
@@ -249,6 +204,68 @@ def down(state: Path | None = None, *, keep_logs: bool = False) -> list[str]:
             shutil.rmtree(state)
         removed.append(str(state))
     return removed
+
+
+def dead_daemons(state: Path | None = None) -> list[str]:
+    """The cluster's daemons (slurmctld, each node's slurmd, munged) that are no longer running."""
+    c = Cluster.load(Path(state or default_state()).resolve())
+    if c is None:
+        raise RuntimeError("no emulated cluster is up; start one with `ardlab cluster up`")
+    return [name for name, pid in c.pids.items() if not _alive(pid)]
+
+
+def watch(pid: int, state: Path | None = None, interval: float = 2.0) -> str | None:
+    """While process `pid` (workflow/run-cluster) lives, check the cluster's daemons every `interval` seconds; when
+    one is gone (a node lost: its slurmd killed or crashed), cancel the cluster's Slurm jobs (a job's rows are written
+    only when it completes, so the one in flight writes nothing), stop the children of `pid` (Snakemake: SIGTERM,
+    then SIGKILL if it still waits for a job the lost node holds; its next start clears the lock) and return what was
+    lost. None when the run ended first."""
+    while _alive(pid):
+        dead = dead_daemons(state)
+        if dead:
+            cancel_jobs(state)
+            children = [c for c in _children(pid) if c != os.getpid()]
+            for sig in (signal.SIGTERM, signal.SIGKILL):  # SIGKILL if it still waits for a job a lost node holds
+                for child in children:
+                    if _alive(child):
+                        os.kill(child, sig)
+                end = time.monotonic() + 20
+                while time.monotonic() < end and any(map(_alive, children)):
+                    time.sleep(0.5)
+            return ", ".join(dead)
+        time.sleep(interval)
+    return None
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(p.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def cancel_jobs(state: Path | None = None) -> list[str]:
+    """Cancel every Slurm job on the cluster (left running by a run that was killed outright: Slurm keeps a job
+    when the Snakemake that submitted it dies); the ids cancelled."""
+    c = Cluster.load(Path(state or default_state()).resolve())
+    if c is None:
+        raise RuntimeError("no emulated cluster is up; start one with `ardlab cluster up`")
+    env = {**os.environ, **c.env()}
+    proc = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True, timeout=30)
+    if proc.returncode != 0:
+        raise RuntimeError(f"squeue failed: {proc.stderr.strip()}")
+    ids = proc.stdout.split()
+    if ids:
+        subprocess.run(["scancel", *ids], env=env, check=True, timeout=30)
+        end = time.monotonic() + 60
+        while time.monotonic() < end and subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True,
+                                                        text=True, timeout=30).stdout.split():
+            time.sleep(1)
+    return ids
 
 
 def status(state: Path | None = None) -> str:

@@ -23,6 +23,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        ("status", "the cluster's shape, daemons and node states"),
                        ("env", "the client settings, as shell exports (eval \"$(ardlab cluster env)\")")):
         sub.add_parser(name, help=text)
+    w = sub.add_parser("watch", help="while a run (--pid) lives, stop it if a daemon of the cluster dies")
+    w.add_argument("--pid", type=int, required=True, help="the run's process (its process group gets SIGTERM)")
+    sub.add_parser("cancel-jobs", help="cancel every Slurm job on the cluster (left by a run killed outright)")
     for s in sub.choices.values():
         s.add_argument("--state", type=Path, default=None,
                        help="the cluster's state folder (default $ARDLAB_CLUSTER or <repo>/.cluster)")
@@ -37,6 +40,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"removed {len(removed)}: {' '.join(removed)}" if removed else "nothing to remove")
     elif args.action == "status":
         print(cluster.status(args.state))
+    elif args.action == "watch":
+        lost = cluster.watch(args.pid, args.state)
+        if lost:
+            print(f"ardlab: error: the emulated cluster lost {lost} during the run, so its nodes can run no job: the "
+                  "run was stopped (its finished rounds are kept, the job that was running wrote nothing). "
+                  "workflow/run-cluster brings the cluster down; the same command brings it up again and resumes.",
+                  file=sys.stderr, flush=True)
+            return 3
+    elif args.action == "cancel-jobs":
+        ids = cluster.cancel_jobs(args.state)
+        if ids:
+            print(f"ardlab: cancelled {len(ids)} Slurm job(s) left by an earlier run: {' '.join(ids)}")
     else:
         c = cluster.Cluster.load((args.state or cluster.default_state()).resolve())
         if c is None:

@@ -24,6 +24,8 @@ from typing import Callable, Mapping
 
 from ardlab.comm.ranks import pof2_floor
 
+SEGMENT_BYTES = 65536  # the segment of Open MPI's segmented ring as the table forces it (ardlab.comm.families)
+
 DEFAULT = "default"
 # Debian's PMI-2 client library (package libpmi2-0), which Intel MPI loads under srun --mpi=pmi2.
 PMI2_LIBRARY = "/usr/lib/x86_64-linux-gnu/libpmi2.so.0"
@@ -153,6 +155,15 @@ class Library:
     # reason in `switching_note`.
     switching: Switching | None = None
     switching_note: str = ""
+    # The variable whose value forces an algorithm (each Algorithm's `env` sets it): a tuned selection file names
+    # algorithms by these values (`selection_value`); and the writer of that file, a key of
+    # ardlab.analysis.tuned.WRITERS.
+    algorithm_var: str = ""
+    tuned_writer: str = ""
+
+    def selection_value(self, algorithm: str) -> str:
+        """How this library's tuned selection files name `algorithm` (the value that forces it)."""
+        return self.algorithms[algorithm].env[self.algorithm_var]
 
     def tuned_env(self, path: str | os.PathLike) -> dict[str, str]:
         """The settings that make this library use the tuned selection in `path`."""
@@ -193,17 +204,23 @@ def _native(name: str, description: str, env: Mapping[str, str], **kw) -> Algori
     return Algorithm(name=name, implementation="native", description=description, env=dict(env), **kw)
 
 
+_MPICH_VAR = "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM"
+_OMPI_VAR = "OMPI_MCA_coll_tuned_allreduce_algorithm"
+OMPI_SEGMENT_VAR = "OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize"
+_IMPI_VAR = "I_MPI_ADJUST_ALLREDUCE"
+
+
 def _mpich_alg(name: str, description: str, **kw) -> Algorithm:
-    return _native(name, description, {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": name}, **kw)
+    return _native(name, description, {_MPICH_VAR: name}, **kw)
 
 
 def _ompi_alg(name: str, number: int, description: str, extra: Mapping[str, str] = (), **kw) -> Algorithm:
-    env = {"OMPI_MCA_coll_tuned_allreduce_algorithm": str(number), **dict(extra)}
+    env = {_OMPI_VAR: str(number), **dict(extra)}
     return _native(name, description, env, **kw)
 
 
 def _impi_alg(name: str, number: int, description: str, **kw) -> Algorithm:
-    return _native(name, description, {"I_MPI_ADJUST_ALLREDUCE": str(number)}, **kw)
+    return _native(name, description, {_IMPI_VAR: str(number)}, **kw)
 
 
 _SRUN_PROOF = ("emulated cluster (tests/test_cluster.py): 2 distinct MPI.Get_processor_name() on 2 nodes, "
@@ -251,6 +268,8 @@ MPICH = Library(
     # The JSON replaces MPICH's whole built-in selection tree, so it must cover every collective.
     tuning_env={"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": "{path}", "MPIR_CVAR_DEVICE_COLLECTIVES": "none"},
     tuning_suffix=".json",
+    algorithm_var=_MPICH_VAR,
+    tuned_writer="mpich_json",
     switching=Switching(
         takes_effect="call", force={"MPIR_CVAR_DEVICE_COLLECTIVES": "none"},
         proof="one launch of 2 ranks switched default -> ring -> default -> ring: MPIR_CVAR_COLLECTIVE_FALLBACK=print "
@@ -287,7 +306,7 @@ OPENMPI = Library(
                           symbol=_OMPI + "ring", cost_model="ring"),
         "segmented_ring": _ompi_alg(
             "segmented_ring", 5, "ring with pipelined segments",
-            extra={"OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize": "65536"},
+            extra={OMPI_SEGMENT_VAR: str(SEGMENT_BYTES)},
             commutative_only=True, min_count=lambda p: p, min_count_text="ranks",
             note="segment size 64 KiB; segmentsize 0 would make it plain ring",
             symbol=_OMPI + "ring_segmented", cost_model="segmented_ring"),
@@ -303,6 +322,8 @@ OPENMPI = Library(
     tuning_env={"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_dynamic_rules_filename": "{path}",
                 "OMPI_MCA_coll": "^han"},
     tuning_suffix=".rules",
+    algorithm_var=_OMPI_VAR,
+    tuned_writer="openmpi_rules",
     # coll/tuned copies its forced algorithm into a communicator's module when the communicator is made; coll/han
     # (which force_env excludes at launch) is kept out of a new communicator by its priority instead. With
     # use_dynamic_rules on and nothing forced, tuned falls through to the same fixed rules as with it off (the
@@ -382,8 +403,10 @@ INTELMPI = Library(
     },
     pmi="srun --mpi=pmi2 with I_MPI_PMI_LIBRARY=<host libpmi2.so>; or the image's mpiexec.hydra",
     srun_mpi="pmi2",
-    tuning_env={"I_MPI_ADJUST_ALLREDUCE": "{contents}"},
+    tuning_env={_IMPI_VAR: "{contents}"},
     tuning_suffix=".adjust",
+    algorithm_var=_IMPI_VAR,
+    tuned_writer="intelmpi_adjust",
     srun_env={"I_MPI_PMI_LIBRARY": PMI2_LIBRARY},
     srun_proof=_SRUN_PROOF,
     time_shared_env={"I_MPI_WAIT_MODE": "1"},  # I_MPI_THREAD_YIELD=2/3 (yield/usleep) measured 0.7-2.5 ms

@@ -56,49 +56,6 @@ def build(name: str, input_shape, classes: int):
     return from_ardlab(nn_models.get(name, input_shape, classes))
 
 
-def _layer(layer, in_shape):
-    """The Keras layer equivalent to one ardlab.nn layer (same arithmetic, same parameter shapes)."""
-    from ardlab.nn import layers as L
-
-    k = keras().layers
-    kind = type(layer)
-    if isinstance(layer, L.Conv2D):  # both implementations (dense, grouped)
-        if layer.groups > 1 and layer.groups == in_shape[-1] == layer.filters:
-            return k.DepthwiseConv2D(layer.k, layer.s, padding=layer.padding, use_bias=layer.use_bias,
-                                     name=layer.name)
-        return k.Conv2D(layer.filters, layer.k, layer.s, padding=layer.padding, groups=layer.groups,
-                        use_bias=layer.use_bias, name=layer.name)
-    if kind is L.Dense:
-        return k.Dense(layer.units, use_bias=layer.use_bias, name=layer.name)
-    if kind is L.MaxPool2D:
-        return k.MaxPooling2D(layer.k, layer.s, padding=layer.padding, name=layer.name)
-    if kind is L.AveragePool2D:
-        return k.AveragePooling2D(layer.k, layer.s, padding=layer.padding, name=layer.name)
-    if kind is L.GlobalAveragePool:
-        return k.GlobalAveragePooling2D(name=layer.name)
-    if kind is L.BatchNormalization:
-        return k.BatchNormalization(momentum=layer.momentum, epsilon=layer.epsilon, name=layer.name)
-    if kind is L.Dropout:
-        return k.Dropout(layer.rate, name=layer.name)
-    if kind is L.Flatten:
-        return k.Flatten(name=layer.name)
-    if kind is L.Add:
-        return k.Add(name=layer.name)
-    if kind is L.Concatenate:
-        return k.Concatenate(axis=-1, name=layer.name)
-    if kind is L.ReLU:
-        return k.ReLU(name=layer.name)
-    if kind is L.LeakyReLU:
-        return k.LeakyReLU(layer.alpha, name=layer.name)
-    if kind is L.Sigmoid:
-        return k.Activation("sigmoid", name=layer.name)
-    if kind is L.Tanh:
-        return k.Activation("tanh", name=layer.name)
-    if kind is L.Softmax:
-        return k.Softmax(name=layer.name)
-    raise ValueError(f"no Keras equivalent for ardlab.nn layer {kind.__name__} ({layer.name})")
-
-
 def from_ardlab(model):
     """Translate an ardlab.nn Model graph into a functional Keras model with the same layers and names."""
     k = keras()
@@ -106,7 +63,7 @@ def from_ardlab(model):
     values = {model.input.id: inp}
     for t in model.nodes:
         args = [values[i.id] for i in t.inputs]
-        layer = _layer(t.layer, t.inputs[0].shape)
+        layer = t.layer.keras_equivalent(k.layers, t.inputs[0].shape)
         values[t.id] = layer(args if t.layer.multi_input else args[0])
     return k.Model(inp, values[model.output.id], name=model.name)
 

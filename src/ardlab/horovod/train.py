@@ -9,8 +9,6 @@ same columns as `ardlab train` and is written atomically by the caller.
 
 from __future__ import annotations
 
-import datetime as _dt
-import math
 import os
 import sys
 import time
@@ -19,38 +17,65 @@ from dataclasses import dataclass
 import numpy as np
 
 from ardlab.comm.libraries import DEFAULT
-from ardlab.plan import RunPlan, check_algorithm, options_of
+from ardlab.plan import RunPlan, check_algorithm, option, options_of
+from ardlab.results import mib_bytes
 
-# Horovod reads these when it initialises; they are the knobs that set the message sizes MPI sees.
+# Horovod's knobs, read when it initialises (they set the message sizes MPI sees): the option (`ardlab train-tf
+# --fusion-threshold-mb`, the workflow's horovod section) -> its variable, how a value is written there, the option's
+# type and help (None: Horovod's default).
 HOROVOD_KNOBS = {
-    "fusion_threshold_mb": ("HOROVOD_FUSION_THRESHOLD", lambda v: str(int(v * (1 << 20)))),
-    "cycle_time_ms": ("HOROVOD_CYCLE_TIME", str),
-    "cache_capacity": ("HOROVOD_CACHE_CAPACITY", str),
-    "timeline": ("HOROVOD_TIMELINE", str),
+    "fusion_threshold_mb": ("HOROVOD_FUSION_THRESHOLD", lambda v: str(mib_bytes(v)), float,
+                            "HOROVOD_FUSION_THRESHOLD in MiB (Horovod: 128)"),
+    "cycle_time_ms": ("HOROVOD_CYCLE_TIME", str, float, "HOROVOD_CYCLE_TIME (Horovod: 1)"),
+    "cache_capacity": ("HOROVOD_CACHE_CAPACITY", str, int, "HOROVOD_CACHE_CAPACITY (Horovod: 1024)"),
+    "timeline": ("HOROVOD_TIMELINE", str, str, "write a Horovod timeline (JSON) to this file"),
 }
+
+
+def _models():
+    from ardlab.horovod.models import model_names
+
+    return model_names()
+
+
+def _datasets():
+    from ardlab.nn.data import DATASETS
+
+    return [d for d in DATASETS if d not in ("images", "npz")]
+
+
+def _optimizers():
+    from ardlab.nn.optim import OPTIMIZERS
+
+    return list(OPTIMIZERS)
 
 
 @dataclass
 class TFConfig:
-    model: str = "resnet20"
-    dataset: str = "synthetic"
-    data_path: str | None = None
-    image_size: int | None = None  # synthetic: side of the square images (default 32, 224 for applications)
-    classes: int | None = None  # synthetic: default 10 (1000 for applications)
-    batch_per_rank: int = 32
-    warmup_batches: int = 2
-    batches_per_iter: int = 5
-    iterations: int = 5
-    # after the timed batches: this many more without Horovod's Allreduce (each rank's compute alone, same placement,
-    # one untimed first), so the row can say how much of a step the Allreduce takes (compute_s, allreduce_s)
-    compute_batches: int = 0
-    optimizer: str = "sgd"
-    lr: float = 0.01
-    momentum: float = 0.9
-    threads: int | None = None
-    seed: int = 0
-    save_weights: str | None = None  # path with an optional {rank} placeholder (.npz)
-    progress: bool = True
+    """The settings of a TensorFlow + Horovod training run: each is also an option of `ardlab train-tf` (made from
+    the field; ``cli=False``: not offered there, or in another form)."""
+
+    model: str = option("resnet20", "an ardlab.nn model (same architecture) or keras.applications' (keras_*)",
+                        _models)
+    dataset: str = option("synthetic", choices=_datasets)
+    data_path: str | None = option(None)
+    image_size: int | None = option(None, "synthetic images are SIZExSIZEx3 (default 32; 224 for keras.applications "
+                                    "models)")
+    classes: int | None = option(None, "synthetic classes (default 10; 1000 for keras.applications)")
+    batch_per_rank: int = option(32)
+    warmup_batches: int = option(2)
+    batches_per_iter: int = option(5)
+    iterations: int = option(5, "timed iterations (img/s mean and 95%% interval)")
+    compute_batches: int = option(0, "then time this many batches without the Allreduce (each rank's compute alone, "
+                                  "same placement, one untimed first): the row's compute_s and allreduce_s say how "
+                                  "much of a step the Allreduce adds (default 0: not measured)")
+    optimizer: str = option("sgd", choices=_optimizers)
+    lr: float = option(0.01)
+    momentum: float = option(0.9)
+    threads: int | None = option(None, cli=False)  # --threads (a launch setting)
+    seed: int = option(0)
+    save_weights: str | None = option(None, "each rank saves its final weights (.npz; '{rank}' in the name)")
+    progress: bool = option(True, cli=False)  # --no-progress
 
 
 def horovod_env(**knobs) -> dict[str, str]:
@@ -60,7 +85,7 @@ def horovod_env(**knobs) -> dict[str, str]:
         if key not in HOROVOD_KNOBS:
             raise ValueError(f"unknown Horovod knob {key!r}; valid: {', '.join(HOROVOD_KNOBS)}")
         if value is not None:
-            name, fmt = HOROVOD_KNOBS[key]
+            name, fmt = HOROVOD_KNOBS[key][:2]
             env[name] = fmt(value)
     env.setdefault("HOROVOD_AUTOTUNE", "0")  # a fixed configuration, or the measurements mean nothing
     return env
@@ -173,10 +198,10 @@ def run(cfg: TFConfig, comm=None, algorithm_label: str | None = None) -> dict | 
 
 def _train(tf, hvd, cfg: TFConfig, algorithm_label: str | None) -> dict | None:
     """run()'s training, once Horovod has started."""
-    from ardlab.results import knobs_in_force
     from ardlab.comm import detect, forced_algorithm
     from ardlab.horovod import models
-    from ardlab.nn import data
+    from ardlab.nn import data, losses
+    from ardlab.results import knobs_in_force, summary_row, utc_now
     from mpi4py import MPI
 
     rank, size = hvd.rank(), hvd.size()
@@ -228,15 +253,14 @@ def _train(tf, hvd, cfg: TFConfig, algorithm_label: str | None) -> dict | None:
         from tqdm import tqdm
 
         bar = tqdm(total=total, desc=f"{cfg.model} tf x{size}", unit="step", file=sys.stderr)
-    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    started = utc_now()
     loss = acc = top5 = float("nan")
 
     def one():
         nonlocal loss, acc, top5
         loss_t, acc_t, top5_t = step(*next(batches))
         loss, acc, top5 = float(loss_t), float(acc_t), float(top5_t)  # synchronises, so times are real
-        if not math.isfinite(loss) or loss > 1e4:
-            raise FloatingPointError(f"loss is {loss} (rank {rank}): lower the learning rate (now {cfg.lr})")
+        losses.check_loss(loss, f"rank {rank}", cfg.lr)
         if bar:
             bar.update()
             bar.set_postfix(loss=f"{loss:.3f}", acc=f"{acc:.3f}")
@@ -263,17 +287,12 @@ def _train(tf, hvd, cfg: TFConfig, algorithm_label: str | None) -> dict | None:
         if cfg.compute_batches else None
     if rank != 0:
         return None
-    ips = np.array(rates)
-    return {
-        "framework": "tensorflow", "model": cfg.model, "dataset": train.name, "library": lib.name,
-        "library_version": version, "algorithm": algorithm_label or forced_algorithm(lib.name, os.environ), "parallel_mode": "horovod",
-        "ranks": size, "batch_per_rank": cfg.batch_per_rank, "steps": total, "img_per_s": f"{ips.mean():.2f}",
-        "img_per_s_ci95": f"{1.96 * ips.std(ddof=1) / math.sqrt(len(ips)):.2f}" if len(ips) > 1 else "0",
-        # Horovod overlaps its Allreduce with backprop: what it adds to the timed batches is their time less the
-        # same batches' compute alone (compute_batches, measured after them); empty without those, never a guess.
-        "compute_s": f"{compute_s:.4f}" if compute_s is not None else "",
-        "allreduce_s": f"{timed_s - compute_s:.4f}" if compute_s is not None else "", "wait_s": "",
-        "final_loss": f"{final[0]:.6f}", "final_accuracy": f"{final[1]:.4f}",
-        "final_top5_accuracy": f"{final[2]:.4f}",
-        "knobs": knobs_in_force(), "started_at": started, "backend": "tensorflow",
-    }
+    # Horovod overlaps its Allreduce with backprop: what it adds to the timed batches is their time less the same
+    # batches' compute alone (compute_batches, measured after them); empty without those, never a guess.
+    return summary_row(
+        rates=rates, loss=final[0], accuracy=final[1], top5=final[2], compute_s=compute_s,
+        allreduce_s=timed_s - compute_s if compute_s is not None else None, wait_s=None, framework="tensorflow",
+        model=cfg.model, dataset=train.name, library=lib.name, library_version=version,
+        algorithm=algorithm_label or forced_algorithm(lib.name, os.environ), parallel_mode="horovod", ranks=size,
+        batch_per_rank=cfg.batch_per_rank, steps=total, knobs=knobs_in_force(), started_at=started,
+        backend="tensorflow")

@@ -1,4 +1,5 @@
-"""ardlab.nn: a NumPy + mpi4py CNN training framework (NHWC, im2row + BLAS GEMM, data parallel over MPI).
+"""ardlab.nn: a CNN training framework on mpi4py (NHWC; oneDNN kernels where they load, NumPy as the readable
+reference: im2row + BLAS GEMM; data parallel over MPI).
 
 Layers share one protocol (``layers.base.Layer``); models are short functions composing layers with a
 Keras-like functional API; ``parallel`` averages gradients across ranks with any Allreduce of ``ardlab.comm``.

@@ -48,6 +48,17 @@ class MeanSquaredError:
 LOSSES = {c.name: c for c in (SoftmaxCrossEntropy, BinaryCrossEntropy, MeanSquaredError)}
 
 
+DIVERGED = 1e4  # a training loss above this (or not finite) stops the run: its times would measure nothing
+
+
+def check_loss(loss: float, where: str, lr: float) -> None:
+    """FloatingPointError naming the loss, `where` it happened and the learning rate, when training diverged."""
+    import math
+
+    if not math.isfinite(loss) or loss > DIVERGED:
+        raise FloatingPointError(f"loss is {loss} ({where}): lower the learning rate (now {lr}) or check the data")
+
+
 def get(name: str):
     try:
         return LOSSES[name]()

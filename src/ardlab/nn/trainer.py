@@ -8,8 +8,6 @@ checkpoint (``ardlab.nn.checkpoint``) from which ``resume`` continues with the s
 
 from __future__ import annotations
 
-import datetime as _dt
-import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -17,42 +15,80 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ardlab.comm.libraries import DEFAULT
-from ardlab.plan import RunPlan, check_algorithm, options_of
+from ardlab.plan import RunPlan, check_algorithm, option, options_of
+from ardlab.results import utc_now
+
+
+def _models():
+    from ardlab.nn.models import MODELS
+
+    return list(MODELS)
+
+
+def _datasets():
+    from ardlab.nn.data import DATASETS
+
+    return DATASETS
+
+
+def _optimizers():
+    from ardlab.nn.optim import OPTIMIZERS
+
+    return list(OPTIMIZERS)
+
+
+def _parallel_modes():
+    from ardlab.nn import PARALLEL_MODES
+
+    return PARALLEL_MODES
+
+
+def _backends():
+    from ardlab.nn.backend import CHOICES
+
+    return CHOICES
 
 
 @dataclass
 class TrainConfig:
-    model: str = "simplecnn"
-    dataset: str = "synthetic"
-    data_path: str | None = None
-    input_shape: tuple | None = None  # synthetic only
-    classes: int = 10
-    synthetic_size: int = 1024
-    batch_per_rank: int | None = None
-    global_batch: int | None = None
-    epochs: int = 1
-    steps: int | None = None  # stop after this many steps (overrides epochs)
-    optimizer: str = "sgd"
-    lr: float = 0.01
-    momentum: float = 0.9
-    weight_decay: float = 0.0
-    warmup_steps: int = 0
-    parallel_mode: str = "blocking"
-    allreduce: str = "native"  # native (the library's algorithm in force) or own_*
-    algorithm_label: str = "default"  # the native algorithm forced at launch (for the summary row)
-    bucket_bytes: int = 4 << 20
-    seed: int = 0
-    augment: bool = False
-    evaluate: bool = True
-    progress: bool = True
-    checkpoint_dir: str | None = None  # a checkpoint after every epoch (rank 0, atomic)
-    resume: bool = False  # continue from the newest checkpoint in checkpoint_dir
-    plateau_patience: int = 0  # reduce-on-plateau of the epoch's mean loss (0: off)
-    plateau_factor: float = 0.1
-    early_stop_patience: int = 0  # stop when the epoch's mean loss stalls (0: off)
-    prefetch: int = 2  # batches loaded ahead in a background thread (0: none)
-    layer_timing: str | None = None  # CSV of per-layer forward/backward/Allreduce seconds (rank 0)
-    backend: str = "auto"  # compute backend of the model's layers (ardlab.nn.backend; auto: onednn where it loads)
+    """The settings of an ardlab.nn training run: each is also an option of `ardlab train` (made from the field;
+    ``cli=False``: not offered there, or offered in another form)."""
+
+    model: str = option("simplecnn", choices=_models)
+    dataset: str = option("synthetic", "images: class folders of JPEG/PNG; npz: shards <split>-*.npz with x, y",
+                          _datasets)
+    data_path: str | None = option(None)
+    input_shape: tuple | None = option(None, cli=False)  # --input-shape HxWxC (synthetic only)
+    classes: int = option(10)
+    synthetic_size: int = option(1024, "samples of the synthetic data set")
+    batch_per_rank: int | None = option(None, cli=False)  # --batch-per-rank | --global-batch
+    global_batch: int | None = option(None, cli=False)
+    epochs: int = option(1)
+    steps: int | None = option(None, "stop after this many steps (overrides --epochs)")
+    optimizer: str = option("sgd", choices=_optimizers)
+    lr: float = option(0.01)
+    momentum: float = option(0.9)
+    weight_decay: float = option(0.0)
+    warmup_steps: int = option(0)
+    parallel_mode: str = option("blocking", choices=_parallel_modes)
+    allreduce: str = option("native", cli=False)  # native (the library's algorithm in force) or own_* (--algorithm)
+    algorithm_label: str = option("default", cli=False)  # the native algorithm forced at launch (for the summary row)
+    bucket_bytes: int = option(4 << 20, cli=False)  # --bucket-mb
+    seed: int = option(0)
+    augment: bool = option(False, "random crop + horizontal flip")
+    evaluate: bool = option(True, "after training, the test set's accuracy (digits, mnist, cifar10)")
+    progress: bool = option(True, cli=False)  # --no-progress
+    checkpoint_dir: str | None = option(None, "write a checkpoint after every epoch (atomically, rank 0)")
+    resume: bool = option(False, "continue from the newest checkpoint in --checkpoint-dir")
+    plateau_patience: int = option(0, "reduce the learning rate when the epoch loss stalls this many epochs (0: off)")
+    plateau_factor: float = option(0.1)
+    early_stop_patience: int = option(0, "stop after this many stalled epochs (0: off)")
+    prefetch: int = option(2, "batches loaded ahead in a thread (0: none)")
+    layer_timing: str | None = option(None, "CSV of per-layer forward/backward/Allreduce seconds per step")
+    backend: str = option("auto", "compute backend of the layers: onednn (oneDNN's primitives: Conv2D, Dense, "
+                          "MaxPool2D, BatchNormalization, ReLU, Add; the rest NumPy), numpy (NumPy + BLAS, the "
+                          "reference), or auto (default: onednn where its library loads, numpy where not; the row "
+                          "records which ran)", _backends)
 
 
 def run_plan(library_name: str, *, ranks: int, algorithm: str = DEFAULT, tuned: str | None = None,
@@ -185,7 +221,7 @@ def _setup(cfg: TrainConfig, comm) -> _Run:
         from tqdm import tqdm
 
         r.bar = tqdm(total=r.total, initial=r.step, desc=f"{cfg.model} x{size}", unit="step", file=sys.stderr)
-    r.started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    r.started = utc_now()
     r.backend = backend_name
     return r
 
@@ -209,9 +245,7 @@ def _epoch(r: _Run) -> bool:
         t0 = time.perf_counter()
         logits = model.forward(x, training=True)
         loss, dlogits = r.loss_fn(logits, y)
-        if not math.isfinite(loss) or loss > 1e4:
-            raise FloatingPointError(f"loss is {loss} at step {r.step} (rank {r.rank}): lower the learning rate "
-                                     f"(now {cfg.lr}) or check the data")
+        losses.check_loss(loss, f"step {r.step}, rank {r.rank}", cfg.lr)
         r.loss, r.acc, r.top5 = loss, losses.accuracy(logits, y), losses.top_k_accuracy(logits, y, 5)
         a0, w0 = dp.allreduce_s, dp.wait_s
         model.backward(dlogits, dp.on_grads)
@@ -250,7 +284,7 @@ def _summary(r: _Run) -> dict:
     from mpi4py import MPI
 
     from ardlab.nn import data, losses
-    from ardlab.results import knobs_in_force
+    from ardlab.results import knobs_in_force, summary_row
 
     cfg, comm, size = r.cfg, r.comm, r.size
     t = np.array(r.times[1:] or r.times)
@@ -269,18 +303,13 @@ def _summary(r: _Run) -> dict:
         comm.Allreduce(MPI.IN_PLACE, correct, op=MPI.SUM)
         test_acc, test_top5 = (float(v / len(test)) for v in correct)
     dp = r.dp
-    return {
-        "framework": "ardlab.nn", "model": cfg.model, "dataset": r.train.name, "library": r.library,
-        "library_version": r.version, "algorithm": cfg.allreduce if cfg.allreduce != "native" else cfg.algorithm_label,
-        "parallel_mode": cfg.parallel_mode, "ranks": size, "batch_per_rank": r.global_batch // size,
-        "steps": r.step, "img_per_s": f"{ips.mean():.2f}",
-        "img_per_s_ci95": f"{1.96 * ips.std(ddof=1) / math.sqrt(len(ips)):.2f}" if len(ips) > 1 else "0",
-        "compute_s": f"{r.compute_s:.4f}", "allreduce_s": f"{dp.allreduce_s:.4f}", "wait_s": f"{dp.wait_s:.4f}",
-        "final_loss": f"{final[0]:.6f}",
-        "final_accuracy": f"{test_acc if test_acc is not None else final[1]:.4f}",
-        "final_top5_accuracy": f"{test_top5 if test_top5 is not None else final[2]:.4f}",
-        "knobs": knobs_in_force(), "started_at": r.started, "backend": r.backend,
-    }
+    return summary_row(
+        rates=list(ips), loss=final[0], accuracy=test_acc if test_acc is not None else final[1],
+        top5=test_top5 if test_top5 is not None else final[2], compute_s=r.compute_s, allreduce_s=dp.allreduce_s,
+        wait_s=dp.wait_s, framework="ardlab.nn", model=cfg.model, dataset=r.train.name, library=r.library,
+        library_version=r.version, algorithm=cfg.allreduce if cfg.allreduce != "native" else cfg.algorithm_label,
+        parallel_mode=cfg.parallel_mode, ranks=size, batch_per_rank=r.global_batch // size, steps=r.step,
+        knobs=knobs_in_force(), started_at=r.started, backend=r.backend)
 
 
 def _write_layer_timing(path, model, dp, update_s: float, steps: int) -> None:

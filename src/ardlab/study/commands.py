@@ -24,7 +24,7 @@ from ardlab.comm.libraries import DEFAULT, TUNED, library
 from ardlab.horovod import train as horovod_train
 from ardlab.nn import trainer
 from ardlab.plan import Comparison, RunPlan
-from ardlab.results import scale_name
+from ardlab.results import MICROBENCH_ROWS, mib_bytes, scale_name
 from ardlab.study.config import Job, algorithms, parse_scale, tuned_ranks, tuned_rerun, tuned_scale
 
 # Where the workflow keeps, per training group (kind, model, mode) and scale, the Allreduce calls one of its launches
@@ -77,14 +77,14 @@ def _variant(job: Job, config: dict, lib: str, algorithm: str) -> RunPlan:
     if job.kind == "train":
         return trainer.run_plan(lib, ranks=job.ranks, nodes=job.nodes, algorithm=name, tuned=tuned_path, options={
             "model": job.model, "dataset": "synthetic", "batch_per_rank": sec["batch_per_rank"],
-            "steps": sec["steps"], "parallel_mode": job.mode, "bucket_bytes": int(sec["bucket_mb"] * (1 << 20)),
+            "steps": sec["steps"], "parallel_mode": job.mode, "bucket_bytes": mib_bytes(sec["bucket_mb"]),
             "backend": sec["backend"]},
             **launch)
     return horovod_train.run_plan(lib, ranks=job.ranks, nodes=job.nodes, algorithm=name, tuned=tuned_path, options={
         "model": job.model, "batch_per_rank": sec["batch_per_rank"], "warmup_batches": sec["warmup_batches"],
         "batches_per_iter": sec["batches_per_iter"], "iterations": sec["iterations"], "image_size": sec["image_size"],
         "compute_batches": sec["compute_batches"]},
-        knobs={"fusion_threshold_mb": float(job.mode[1:])}, **launch)
+        knobs={"fusion_threshold_mb": job.fusion_threshold_mb}, **launch)
 
 
 def variant_names(job: Job, config: dict, lib: str) -> list[str]:
@@ -176,7 +176,7 @@ def runtime_minutes(job: Job, config: dict) -> int:
 def other_runs_bench(config: dict) -> list[str]:
     """The microbenchmark CSVs of the runs named in costmodel.also_fit (config.check makes sure there are some)."""
     return [str(p) for folder in config["costmodel"]["also_fit"]
-            for p in sorted(Path(folder).glob("raw/microbench/*/round*.csv"))]
+            for p in sorted(Path(folder).glob(MICROBENCH_ROWS))]
 
 
 def mpi_resource(config: dict) -> str:

@@ -17,15 +17,29 @@ import yaml
 
 from ardlab.comm.launch import repo_root
 from ardlab.comm.libraries import DEFAULT, LIBRARIES, OWN_ALGORITHMS, library
-from ardlab.results import scale_name
+from ardlab.results import MICROBENCH_ROWS, scale_name
 
 SCHEMA = repo_root() / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def schema() -> dict:
-    """The JSON schema, with the library enum filled in from the table."""
+    """The JSON schema, with the enums filled in from where each list is defined: the libraries (the table), the
+    launchers (ardlab.plan), ardlab.nn's parallel modes and backends, the microbenchmark's dtypes and the picks."""
+    from ardlab.bench.allreduce import DTYPES
+    from ardlab.nn import PARALLEL_MODES
+    from ardlab.nn.backend import CHOICES
+    from ardlab.plan import LAUNCHERS
+    from ardlab.results import PICKS
+
     s = yaml.safe_load(SCHEMA.read_text())
-    s["properties"]["libraries"]["items"]["enum"] = list(LIBRARIES)
+    p = s["properties"]
+    p["libraries"]["items"]["enum"] = list(LIBRARIES)
+    p["launcher"]["enum"] = list(LAUNCHERS)
+    p["microbench"]["properties"]["dtype"]["enum"] = list(DTYPES)
+    p["train"]["properties"]["parallel_modes"]["items"]["enum"] = list(PARALLEL_MODES)
+    p["train"]["properties"]["backend"]["enum"] = list(CHOICES)
+    for section in ("train", "horovod"):
+        p[section]["properties"]["picks"]["items"]["enum"] = list(PICKS)
     return s
 
 
@@ -169,9 +183,9 @@ def check(config: dict) -> None:
     if config["reference"] and Path(config["reference"]).resolve() == Path(config["results"]).resolve():
         raise ValueError("config key 'reference': a run cannot be its own reference")
     for i, folder in enumerate(config["costmodel"]["also_fit"]):
-        if not any(Path(folder).glob("raw/microbench/*/round*.csv")):
+        if not any(Path(folder).glob(MICROBENCH_ROWS)):
             raise ValueError(f"config key 'costmodel.also_fit[{i}]': {folder!r} holds no microbenchmark rows "
-                             "(raw/microbench/*/round*.csv); run that study first")
+                             f"({MICROBENCH_ROWS}); run that study first")
     if not any(jobs(config).values()):
         raise ValueError("the configuration selects no job at all (every section disabled or empty)")
 
@@ -193,7 +207,7 @@ def _check_library_env(config: dict) -> None:
 
 def _check_link_rate(config: dict) -> None:
     """The config's link rate is a rate, and on the emulated cluster the one its links have."""
-    from ardlab.cluster import check_rate, link_rate
+    from ardlab.cluster.links import check_rate, link_rate
 
     rate = config["link_rate"]
     if rate is None:
@@ -230,6 +244,20 @@ class Job:
     nodes: int = 1
     model: str = ""
     mode: str = ""  # train: parallel mode; horovod: fusion threshold label f<MB>
+
+    FUSION_PREFIX = "f"  # a Horovod group's mode names its fusion threshold: f<MiB>
+
+    @classmethod
+    def fusion_mode(cls, mib: float) -> str:
+        """The mode of a Horovod group at fusion threshold `mib` MiB."""
+        return f"{cls.FUSION_PREFIX}{mib:g}"
+
+    @property
+    def fusion_threshold_mb(self) -> float:
+        """A Horovod group's fusion threshold (MiB), from its mode."""
+        if self.kind != "horovod" or not self.mode.startswith(self.FUSION_PREFIX):
+            raise ValueError(f"{self.kind} group mode {self.mode!r} names no Horovod fusion threshold")
+        return float(self.mode.removeprefix(self.FUSION_PREFIX))
 
     @property
     def path(self) -> str:
@@ -311,7 +339,7 @@ def jobs(config: dict) -> dict[str, list[Job]]:
                          for mode in tr["parallel_modes"] for nodes, ranks in _scales(tr) for r in rounds
                          if not _skipped(tr, model, ranks, nodes)]
     if hv["enabled"]:
-        out["horovod"] += [Job("horovod", r, ranks, nodes, model, f"f{fusion:g}") for model in hv["models"]
+        out["horovod"] += [Job("horovod", r, ranks, nodes, model, Job.fusion_mode(fusion)) for model in hv["models"]
                            for fusion in hv["fusion_threshold_mb"] for nodes, ranks in _scales(hv) for r in rounds
                            if not _skipped(hv, model, ranks, nodes)]
     return out

@@ -6,7 +6,6 @@ this record, and nothing in it comes from another run.
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import platform
 import subprocess
@@ -17,7 +16,7 @@ import yaml
 
 from ardlab.comm.launch import repo_root
 from ardlab.comm.startup import cpu
-from ardlab.results import atomic_open
+from ardlab.results import atomic_open, utc_now
 
 
 def _memory_gib() -> float | None:
@@ -35,7 +34,7 @@ def _git(*args: str) -> str:
 def describe(config: dict) -> dict:
     processor = cpu()
     return {
-        "recorded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "recorded_at": utc_now(),
         # the CPU's vendor, family and model decide Intel MPI's tuning file (each row names the file it loaded)
         "machine": {"hostname": platform.node(), "cpu": processor["model"], "cpu_id": processor, "cores": os.cpu_count(),
                     "memory_gib": _memory_gib(), "os": platform.platform()},

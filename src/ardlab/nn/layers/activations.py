@@ -19,6 +19,9 @@ class ReLU(Layer):
         self.y = None
         return dx
 
+    def keras_equivalent(self, k, in_shape):
+        return k.ReLU(name=self.name)
+
 
 class LeakyReLU(Layer):
     def __init__(self, alpha: float = 0.3, name=None):
@@ -32,6 +35,9 @@ class LeakyReLU(Layer):
     def backward(self, dy):
         return np.where(self.mask, dy, self.alpha * dy).astype(dy.dtype)
 
+    def keras_equivalent(self, k, in_shape):
+        return k.LeakyReLU(self.alpha, name=self.name)
+
 
 class Sigmoid(Layer):
     def forward(self, x, training=False):
@@ -41,6 +47,9 @@ class Sigmoid(Layer):
     def backward(self, dy):
         return dy * self.y * (1 - self.y)
 
+    def keras_equivalent(self, k, in_shape):
+        return k.Activation("sigmoid", name=self.name)
+
 
 class Tanh(Layer):
     def forward(self, x, training=False):
@@ -49,6 +58,9 @@ class Tanh(Layer):
 
     def backward(self, dy):
         return dy * (1 - self.y * self.y)
+
+    def keras_equivalent(self, k, in_shape):
+        return k.Activation("tanh", name=self.name)
 
 
 class Softmax(Layer):
@@ -61,3 +73,6 @@ class Softmax(Layer):
 
     def backward(self, dy):
         return self.y * (dy - (dy * self.y).sum(axis=-1, keepdims=True))
+
+    def keras_equivalent(self, k, in_shape):
+        return k.Softmax(name=self.name)

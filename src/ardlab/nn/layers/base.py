@@ -50,6 +50,11 @@ class Layer:
     _counter: dict[str, itertools.count] = {}
     kind: str | None = None  # the public class a default name is made from (None: the class itself)
 
+    def keras_equivalent(self, k, in_shape):
+        """The Keras layer with the same arithmetic and parameter shapes (`k`: keras.layers; `in_shape`: this
+        layer's input shape, batch excluded), for TensorFlow + Horovod (ardlab.horovod.models)."""
+        raise ValueError(f"no Keras equivalent for ardlab.nn layer {type(self).__name__} ({self.name})")
+
     def __new__(cls, *args, **kwargs):
         """On a backend other than numpy, the layer it registered for this class (if any) is made instead."""
         from ardlab.nn import backend

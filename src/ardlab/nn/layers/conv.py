@@ -1,4 +1,4 @@
-"""Conv2D (NHWC, stride, same/valid padding, groups incl. depthwise): the public layer and what its two
+"""Conv2D (NHWC, stride, same/valid padding, groups incl. depthwise): the public layer and what its
 implementations share (arguments, shapes, parameters).
 
 ``Conv2D(...)`` makes a ``DenseConv2D`` (``conv_dense``: groups = 1, im2row + one BLAS GEMM per chunk of images)
@@ -17,7 +17,7 @@ from ardlab.nn.layers.windows import out_and_pads, pair
 
 
 class Conv2D(Layer):
-    kind = "Conv2D"  # both implementations are named conv2d_<n>, as Keras names them
+    kind = "Conv2D"  # every implementation is named conv2d_<n>, as Keras names them
     # "dense" / "grouped" -> the implementing subclass, registered by the module that defines it
     _variants: dict[str, type] = {}
 
@@ -74,3 +74,9 @@ class Conv2D(Layer):
     def _bias_grad(self, dY) -> None:
         if self.use_bias:
             self.grads["bias"][...] = memory.column_sums(dY)
+
+    def keras_equivalent(self, k, in_shape):
+        if self.groups > 1 and self.groups == in_shape[-1] == self.filters:  # depthwise
+            return k.DepthwiseConv2D(self.k, self.s, padding=self.padding, use_bias=self.use_bias, name=self.name)
+        return k.Conv2D(self.filters, self.k, self.s, padding=self.padding, groups=self.groups,
+                        use_bias=self.use_bias, name=self.name)

@@ -19,7 +19,7 @@ import numpy as np
 
 from ardlab.nn import onednn as dn
 from ardlab.nn.layers.conv import Conv2D
-from ardlab.nn.layers.onednn_layers import Float32Only, FusesReLU
+from ardlab.nn.layers.onednn_layers import Float32Only, FusesReLU, Planned
 
 
 WEIGHTS_LAYOUTS = ("any", "hwio")  # the primitives' choice (the default) | the HWIO array as it is
@@ -92,18 +92,15 @@ class _Plan:
         return dn.Memory(chosen), dn.reorder(user_w, chosen)
 
 
-class OnednnConv2D(FusesReLU, Float32Only, Conv2D, variant="onednn"):
+class OnednnConv2D(Planned, FusesReLU, Float32Only, Conv2D, variant="onednn"):
     weights_layout = "any"  # see WEIGHTS_LAYOUTS; set before the layer first runs
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         dn.lib()  # raises OnednnUnavailable naming the library it could not load
-        self.plans: dict[tuple, _Plan] = {}
 
-    def _plan(self, shape) -> _Plan:
-        if shape not in self.plans:
-            self.plans[shape] = _Plan(self, shape)
-        return self.plans[shape]
+    def _make_plan(self, shape) -> _Plan:
+        return _Plan(self, shape)
 
     def _weights_for(self, mem_and_reorder, plan: _Plan) -> dn.Memory:
         """The kernel in a primitive's layout: the HWIO array itself, or its reorder into the kept buffer."""

@@ -38,3 +38,6 @@ class Dense(Layer):
         dx = dy @ self.params["kernel"].T
         self.x = None
         return dx
+
+    def keras_equivalent(self, k, in_shape):
+        return k.Dense(self.units, use_bias=self.use_bias, name=self.name)

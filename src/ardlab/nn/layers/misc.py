@@ -18,6 +18,9 @@ class Flatten(Layer):
     def backward(self, dy):
         return dy.reshape(self.x_shape)
 
+    def keras_equivalent(self, k, in_shape):
+        return k.Flatten(name=self.name)
+
 
 class Dropout(Layer):
     """Inverted dropout; its random stream is seeded per layer so runs repeat exactly."""
@@ -38,6 +41,9 @@ class Dropout(Layer):
     def backward(self, dy):
         return dy if self.mask is None else dy * self.mask
 
+    def keras_equivalent(self, k, in_shape):
+        return k.Dropout(self.rate, name=self.name)
+
 
 class Add(Layer):
     multi_input = True
@@ -57,6 +63,9 @@ class Add(Layer):
     def backward(self, dy):
         return [dy] * self.n
 
+    def keras_equivalent(self, k, in_shape):
+        return k.Add(name=self.name)
+
 
 class Concatenate(Layer):
     """Concatenate along the last (channel) axis."""
@@ -74,3 +83,6 @@ class Concatenate(Layer):
 
     def backward(self, dy):
         return np.split(dy, self.splits, axis=-1)
+
+    def keras_equivalent(self, k, in_shape):
+        return k.Concatenate(axis=-1, name=self.name)

@@ -25,14 +25,18 @@ class BatchNormalization(Layer):
         self.add_state("running_var", np.ones(c))
         return input_shape
 
+    def update_running(self, mean, var) -> None:
+        """Move the running statistics towards a training batch's (Keras's rule, `momentum` the share kept)."""
+        mo, st = self.momentum, self.state
+        st["running_mean"][...] = mo * st["running_mean"] + (1 - mo) * mean
+        st["running_var"][...] = mo * st["running_var"] + (1 - mo) * var
+
     def forward(self, x, training=False):
         c = x.shape[-1]
         X = x.reshape(-1, c)
         if training:
             mean, var = kernels.batch_moments(X)
-            mo, st = self.momentum, self.state
-            st["running_mean"][...] = mo * st["running_mean"] + (1 - mo) * mean
-            st["running_var"][...] = mo * st["running_var"] + (1 - mo) * var
+            self.update_running(mean, var)
         else:
             mean, var = self.state["running_mean"], self.state["running_var"]
         self.batch_stats = training  # backward differs: batch statistics depend on x, running ones do not
@@ -52,3 +56,6 @@ class BatchNormalization(Layer):
         self.grads["beta"][...] = dbeta
         self.x = None
         return dx.reshape(dy.shape)
+
+    def keras_equivalent(self, k, in_shape):
+        return k.BatchNormalization(momentum=self.momentum, epsilon=self.epsilon, name=self.name)

@@ -31,6 +31,21 @@ class Float32Only:
         super().set_dtype(dtype)
 
 
+class Planned:
+    """A oneDNN layer's primitives and memories, made once per key (the input's shape; BatchNormalization's with
+    training or not) by the layer's ``_make_plan(*key)`` and kept: ``_plan(*key)``."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.plans = {}
+
+    def _plan(self, *key):
+        k = key if len(key) > 1 else key[0]
+        if k not in self.plans:
+            self.plans[k] = self._make_plan(*key)
+        return self.plans[k]
+
+
 class FusesReLU:
     """A oneDNN layer that can apply the ReLU reading only it (Model, at build): ``relu_mode`` "forward" (a post-op:
     the ReLU passes forward through and masks backward with the output it keeps) or "both" (the layer masks its
@@ -51,7 +66,7 @@ class FusesReLU:
 
 
 @register_variant(Dense, "onednn")
-class OnednnDense(Float32Only, Dense):
+class OnednnDense(Planned, Float32Only, Dense):
     """y = x W + b as oneDNN matmuls: forward (bias fused), dx = dy W^T and dW = x^T dy read the same row-major
     arrays through transposed descriptors ("ba"), db = 1^T dy. On this backend every kernel of a step then runs
     in oneDNN's OpenMP threads; a BLAS call between them wakes a second pool that competes for the same cores
@@ -59,36 +74,30 @@ class OnednnDense(Float32Only, Dense):
 
     kind = "Dense"
 
-    def __init__(self, *a, **kw):
-        super().__init__(*a, **kw)
-        self.plans = {}
-
-    def _plan(self, n: int):
-        if n not in self.plans:
-            d, u = self.params["kernel"].shape
-            mm = "matmul_primitive_desc_create"
-            bias = dn.md((1, u), "ab") if self.use_bias else None
-            fwd = dn.primitive_desc(mm, f"{self.name}: matmul", dn.md((n, d), "ab"), dn.md((d, u), "ab"), bias,
-                                    dn.md((n, u), "ab"), None)
-            bwd_d = dn.primitive_desc(mm, f"{self.name}: matmul (input gradient)", dn.md((n, u), "ab"),
-                                      dn.md((u, d), "ba"), None, dn.md((n, d), "ab"), None)
-            bwd_w = dn.primitive_desc(mm, f"{self.name}: matmul (kernel gradient)", dn.md((d, n), "ba"),
-                                      dn.md((n, u), "ab"), None, dn.md((d, u), "ab"), None)
-            plan = {"fwd": dn.Primitive(fwd, "dense forward"), "bwd_d": dn.Primitive(bwd_d, "dense input gradient"),
-                    "bwd_w": dn.Primitive(bwd_w, "dense kernel gradient"),
-                    **{k: dn.Memory(dn.query(pd, k2)) for k, (pd, k2) in {
-                        "x": (fwd, "src"), "w": (fwd, "weights"), "y": (fwd, "dst"), "dy": (bwd_d, "src"),
-                        "wt": (bwd_d, "weights"), "dx": (bwd_d, "dst"), "xt": (bwd_w, "src"),
-                        "dy2": (bwd_w, "weights"), "dw": (bwd_w, "dst")}.items()}}
-            if self.use_bias:
-                ones = np.ones((1, n), np.float32)
-                bwd_b = dn.primitive_desc(mm, f"{self.name}: matmul (bias gradient)", dn.md((1, n), "ab"),
-                                          dn.md((n, u), "ab"), None, dn.md((1, u), "ab"), None)
-                plan.update(bwd_b=dn.Primitive(bwd_b, "dense bias gradient"), b=dn.Memory(bias),
-                            ones=dn.Memory(dn.md((1, n), "ab"), ones), dy3=dn.Memory(dn.md((n, u), "ab")),
-                            db=dn.Memory(dn.md((1, u), "ab")))
-            self.plans[n] = plan
-        return self.plans[n]
+    def _make_plan(self, n: int):
+        d, u = self.params["kernel"].shape
+        mm = "matmul_primitive_desc_create"
+        bias = dn.md((1, u), "ab") if self.use_bias else None
+        fwd = dn.primitive_desc(mm, f"{self.name}: matmul", dn.md((n, d), "ab"), dn.md((d, u), "ab"), bias,
+                                dn.md((n, u), "ab"), None)
+        bwd_d = dn.primitive_desc(mm, f"{self.name}: matmul (input gradient)", dn.md((n, u), "ab"),
+                                  dn.md((u, d), "ba"), None, dn.md((n, d), "ab"), None)
+        bwd_w = dn.primitive_desc(mm, f"{self.name}: matmul (kernel gradient)", dn.md((d, n), "ba"),
+                                  dn.md((n, u), "ab"), None, dn.md((d, u), "ab"), None)
+        plan = {"fwd": dn.Primitive(fwd, "dense forward"), "bwd_d": dn.Primitive(bwd_d, "dense input gradient"),
+                "bwd_w": dn.Primitive(bwd_w, "dense kernel gradient"),
+                **{k: dn.Memory(dn.query(pd, k2)) for k, (pd, k2) in {
+                    "x": (fwd, "src"), "w": (fwd, "weights"), "y": (fwd, "dst"), "dy": (bwd_d, "src"),
+                    "wt": (bwd_d, "weights"), "dx": (bwd_d, "dst"), "xt": (bwd_w, "src"),
+                    "dy2": (bwd_w, "weights"), "dw": (bwd_w, "dst")}.items()}}
+        if self.use_bias:
+            ones = np.ones((1, n), np.float32)
+            bwd_b = dn.primitive_desc(mm, f"{self.name}: matmul (bias gradient)", dn.md((1, n), "ab"),
+                                      dn.md((n, u), "ab"), None, dn.md((1, u), "ab"), None)
+            plan.update(bwd_b=dn.Primitive(bwd_b, "dense bias gradient"), b=dn.Memory(bias),
+                        ones=dn.Memory(dn.md((1, n), "ab"), ones), dy3=dn.Memory(dn.md((n, u), "ab")),
+                        db=dn.Memory(dn.md((1, u), "ab")))
+        return plan
 
     def forward(self, x, training=False):
         x = _f32(x)
@@ -116,29 +125,25 @@ class OnednnDense(Float32Only, Dense):
 
 
 @register_variant(ReLU, "onednn")
-class OnednnReLU(Float32Only, ReLU):
+class OnednnReLU(Planned, Float32Only, ReLU):
     """Eltwise ReLU; backward reads the kept output (relu_use_dst_for_bwd), as the NumPy layer does."""
 
     kind = "ReLU"
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
-        self.plans = {}
         # Set by the layer before it when that layer applies this ReLU (Model, fuse_relu): "forward" (a
         # convolution's post-op: forward passes through, backward masks with the kept output) or "both"
         # (BatchNormalization's fuse_norm_relu: its backward masks too, so both directions pass through).
         self.fused = ""
 
-    def _plan(self, size: int):
-        if size not in self.plans:
-            d = dn.md((size,), "a")
-            fwd = dn.primitive_desc("eltwise_forward_primitive_desc_create", f"{self.name}: ReLU",
-                                    dn.FORWARD_TRAINING, dn.ELTWISE_RELU_USE_DST_FOR_BWD, d, d, 0.0, 0.0, None)
-            bwd = dn.primitive_desc("eltwise_backward_primitive_desc_create", f"{self.name}: ReLU backward",
-                                    dn.ELTWISE_RELU_USE_DST_FOR_BWD, d, d, d, 0.0, 0.0, fwd, None)
-            self.plans[size] = (dn.Primitive(fwd, "ReLU"), dn.Primitive(bwd, "ReLU backward"),
-                                *(dn.Memory(d) for _ in range(3)))
-        return self.plans[size]
+    def _make_plan(self, size: int):
+        d = dn.md((size,), "a")
+        fwd = dn.primitive_desc("eltwise_forward_primitive_desc_create", f"{self.name}: ReLU",
+                                dn.FORWARD_TRAINING, dn.ELTWISE_RELU_USE_DST_FOR_BWD, d, d, 0.0, 0.0, None)
+        bwd = dn.primitive_desc("eltwise_backward_primitive_desc_create", f"{self.name}: ReLU backward",
+                                dn.ELTWISE_RELU_USE_DST_FOR_BWD, d, d, d, 0.0, 0.0, fwd, None)
+        return (dn.Primitive(fwd, "ReLU"), dn.Primitive(bwd, "ReLU backward"), *(dn.Memory(d) for _ in range(3)))
 
     def forward(self, x, training=False):
         x = _f32(x)
@@ -162,27 +167,21 @@ class OnednnReLU(Float32Only, ReLU):
 
 
 @register_variant(Add, "onednn")
-class OnednnAdd(FusesReLU, Float32Only, Add):
+class OnednnAdd(Planned, FusesReLU, Float32Only, Add):
     """The sum of its inputs as oneDNN binary adds (the first two into the output, each further one added in
     place). Add -> ReLU (ResNet's block ending): where a ReLU is its only reader, the model fuses it as the last
     add's post-op (``fuse_relu``), as for a convolution: the ReLU passes forward through, backward masks."""
 
     kind = "Add"
 
-    def __init__(self, *a, **kw):
-        super().__init__(*a, **kw)
-        self.plans = {}
-
     def can_fuse(self) -> bool:
         return super().can_fuse() and self.n >= 2
 
-    def _plan(self, shape):
-        if shape not in self.plans:
-            d = dn.activation_md(shape) if len(shape) in (2, 4) else dn.md((int(np.prod(shape)),), "a")
-            make = [dn.primitive_desc("binary_primitive_desc_create", f"{self.name}: add", dn.BINARY_ADD, d, d, d,
-                                      dn.relu_post_op() if relu else None) for relu in (False, self.fused_relu)]
-            self.plans[shape] = ([dn.Primitive(pd, "add") for pd in make], [dn.Memory(d) for _ in range(3)])
-        return self.plans[shape]
+    def _make_plan(self, shape):
+        d = dn.activation_md(shape) if len(shape) in (2, 4) else dn.md((int(np.prod(shape)),), "a")
+        make = [dn.primitive_desc("binary_primitive_desc_create", f"{self.name}: add", dn.BINARY_ADD, d, d, d,
+                                  dn.relu_post_op() if relu else None) for relu in (False, self.fused_relu)]
+        return ([dn.Primitive(pd, "add") for pd in make], [dn.Memory(d) for _ in range(3)])
 
     def forward(self, xs, training=False):
         xs = [_f32(x) for x in xs]
@@ -198,30 +197,24 @@ class OnednnAdd(FusesReLU, Float32Only, Add):
 
 
 @register_variant(MaxPool2D, "onednn")
-class OnednnMaxPool2D(Float32Only, MaxPool2D):
+class OnednnMaxPool2D(Planned, Float32Only, MaxPool2D):
     """Max pooling (padding excluded from the maximum); backward routes each gradient through the workspace the
     forward pass keeps."""
 
     kind = "MaxPool2D"
 
-    def __init__(self, *a, **kw):
-        super().__init__(*a, **kw)
-        self.plans = {}
-
-    def _plan(self, shape):
-        if shape not in self.plans:
-            n, h, w, c = shape
-            ho, wo, (pt, pb, pl, pr) = out_and_pads(h, w, self.k, self.s, self.padding)
-            src, dst = dn.md((n, c, h, w), "nhwc"), dn.md((n, c, ho, wo), "nhwc")
-            geo = (dn.dims(self.s), dn.dims(self.k), dn.dims((0, 0)), dn.dims((pt, pl)), dn.dims((pb, pr)))
-            fwd = dn.primitive_desc("pooling_forward_primitive_desc_create", f"{self.name}: max pooling",
-                                    dn.FORWARD_TRAINING, dn.POOLING_MAX, src, dst, *geo, None)
-            bwd = dn.primitive_desc("pooling_backward_primitive_desc_create", f"{self.name}: max pooling backward",
-                                    dn.POOLING_MAX, src, dst, *geo, fwd, None)
-            self.plans[shape] = {"fwd": dn.Primitive(fwd, "max pooling"), "bwd": dn.Primitive(bwd, "max pooling backward"),
-                                 "src": dn.Memory(src), "dst": dn.Memory(dst), "ws": dn.Memory(dn.query(fwd, "workspace")),
-                                 "diff_src": dn.Memory(src), "diff_dst": dn.Memory(dst), "out": (n, ho, wo, c)}
-        return self.plans[shape]
+    def _make_plan(self, shape):
+        n, h, w, c = shape
+        ho, wo, (pt, pb, pl, pr) = out_and_pads(h, w, self.k, self.s, self.padding)
+        src, dst = dn.md((n, c, h, w), "nhwc"), dn.md((n, c, ho, wo), "nhwc")
+        geo = (dn.dims(self.s), dn.dims(self.k), dn.dims((0, 0)), dn.dims((pt, pl)), dn.dims((pb, pr)))
+        fwd = dn.primitive_desc("pooling_forward_primitive_desc_create", f"{self.name}: max pooling",
+                                dn.FORWARD_TRAINING, dn.POOLING_MAX, src, dst, *geo, None)
+        bwd = dn.primitive_desc("pooling_backward_primitive_desc_create", f"{self.name}: max pooling backward",
+                                dn.POOLING_MAX, src, dst, *geo, fwd, None)
+        return {"fwd": dn.Primitive(fwd, "max pooling"), "bwd": dn.Primitive(bwd, "max pooling backward"),
+                "src": dn.Memory(src), "dst": dn.Memory(dst), "ws": dn.Memory(dn.query(fwd, "workspace")),
+                "diff_src": dn.Memory(src), "diff_dst": dn.Memory(dst), "out": (n, ho, wo, c)}
 
     def forward(self, x, training=False):
         x = _f32(x)
@@ -239,7 +232,7 @@ class OnednnMaxPool2D(Float32Only, MaxPool2D):
 
 
 @register_variant(BatchNormalization, "onednn")
-class OnednnBatchNormalization(FusesReLU, Float32Only, BatchNormalization):
+class OnednnBatchNormalization(Planned, FusesReLU, Float32Only, BatchNormalization):
     """Batch statistics in training (the running ones updated from them, as the NumPy layer does), the running
     statistics in inference; backward with the scale and shift gradients. BatchNormalization -> ReLU: where a ReLU
     is its only reader, the model fuses it (``fuse_relu``, oneDNN's fuse_norm_relu): forward applies it and keeps
@@ -250,33 +243,25 @@ class OnednnBatchNormalization(FusesReLU, Float32Only, BatchNormalization):
 
     relu_mode = "both"
 
-    def __init__(self, *a, **kw):
-        super().__init__(*a, **kw)
-        self.plans = {}
-
-    def _plan(self, shape, training: bool):
-        key = (shape, training)
-        if key not in self.plans:
-            d = dn.activation_md(shape)
-            flags = (dn.USE_SCALE | dn.USE_SHIFT | (0 if training else dn.USE_GLOBAL_STATS)
-                     | (dn.FUSE_NORM_RELU if self.fused_relu else 0))
-            prop = dn.FORWARD_TRAINING if training else dn.FORWARD_INFERENCE
-            fwd = dn.primitive_desc("batch_normalization_forward_primitive_desc_create",
-                                    f"{self.name}: batch normalization", prop, d, d, self.epsilon, flags, None)
-            hint = fwd if training else dn.primitive_desc(
-                "batch_normalization_forward_primitive_desc_create", f"{self.name}: batch normalization",
-                dn.FORWARD_TRAINING, d, d, self.epsilon, flags, None)
-            bwd = dn.primitive_desc("batch_normalization_backward_primitive_desc_create",
-                                    f"{self.name}: batch normalization backward", dn.BACKWARD, d, d, d, self.epsilon,
-                                    flags, hint, None)
-            c = dn.md((shape[-1],), "a")
-            self.plans[key] = {"fwd": dn.Primitive(fwd, "batch normalization"),
-                               "ws": dn.Memory(dn.query(fwd, "workspace")),  # where the fused ReLU passed
-                               "bwd": dn.Primitive(bwd, "batch normalization backward"),
-                               **{k: dn.Memory(d) for k in ("src", "dst", "diff_src", "diff_dst")},
-                               **{k: dn.Memory(c) for k in ("mean", "variance", "scale", "shift", "diff_scale",
-                                                            "diff_shift")}}
-        return self.plans[key]
+    def _make_plan(self, shape, training: bool):
+        d = dn.activation_md(shape)
+        flags = (dn.USE_SCALE | dn.USE_SHIFT | (0 if training else dn.USE_GLOBAL_STATS)
+                 | (dn.FUSE_NORM_RELU if self.fused_relu else 0))
+        prop = dn.FORWARD_TRAINING if training else dn.FORWARD_INFERENCE
+        fwd = dn.primitive_desc("batch_normalization_forward_primitive_desc_create",
+                                f"{self.name}: batch normalization", prop, d, d, self.epsilon, flags, None)
+        hint = fwd if training else dn.primitive_desc(
+            "batch_normalization_forward_primitive_desc_create", f"{self.name}: batch normalization",
+            dn.FORWARD_TRAINING, d, d, self.epsilon, flags, None)
+        bwd = dn.primitive_desc("batch_normalization_backward_primitive_desc_create",
+                                f"{self.name}: batch normalization backward", dn.BACKWARD, d, d, d, self.epsilon,
+                                flags, hint, None)
+        c = dn.md((shape[-1],), "a")
+        return {"fwd": dn.Primitive(fwd, "batch normalization"),
+                "ws": dn.Memory(dn.query(fwd, "workspace")),  # where the fused ReLU passed
+                "bwd": dn.Primitive(bwd, "batch normalization backward"),
+                **{k: dn.Memory(d) for k in ("src", "dst", "diff_src", "diff_dst")},
+                **{k: dn.Memory(c) for k in ("mean", "variance", "scale", "shift", "diff_scale", "diff_shift")}}
 
     def forward(self, x, training=False):
         x = _f32(x)
@@ -292,9 +277,7 @@ class OnednnBatchNormalization(FusesReLU, Float32Only, BatchNormalization):
                      variance=p["variance"].bind(var), scale=p["scale"].bind(self.params["gamma"]),
                      shift=p["shift"].bind(self.params["beta"]), **args)
         if training:
-            mo, st = self.momentum, self.state
-            st["running_mean"][...] = mo * st["running_mean"] + (1 - mo) * mean
-            st["running_var"][...] = mo * st["running_var"] + (1 - mo) * var
+            self.update_running(mean, var)
         self.x, self.mean, self.var, self.batch_stats = x, mean, var, training
         return y
 

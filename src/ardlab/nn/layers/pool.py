@@ -55,6 +55,9 @@ class MaxPool2D(_Pool2D):
         self.arg = None
         return dx
 
+    def keras_equivalent(self, k, in_shape):
+        return k.MaxPooling2D(self.k, self.s, padding=self.padding, name=self.name)
+
 
 class AveragePool2D(_Pool2D):
     """Average over the window; with 'same' padding, padded cells are not counted (as TensorFlow)."""
@@ -70,6 +73,9 @@ class AveragePool2D(_Pool2D):
         _, ho, wo, _ = dy.shape
         return add_window_grads(np.zeros(self.x_shape, dtype=dy.dtype), lambda i, j: g, self.k, self.s, self.pads, ho, wo)
 
+    def keras_equivalent(self, k, in_shape):
+        return k.AveragePooling2D(self.k, self.s, padding=self.padding, name=self.name)
+
 
 class GlobalAveragePool(Layer):
     def build(self, input_shape):
@@ -84,3 +90,6 @@ class GlobalAveragePool(Layer):
     def backward(self, dy):
         n, h, w, c = self.x_shape
         return np.broadcast_to((dy / (h * w))[:, None, None, :], self.x_shape).copy()
+
+    def keras_equivalent(self, k, in_shape):
+        return k.GlobalAveragePooling2D(name=self.name)

@@ -1,27 +1,10 @@
-"""Model zoo: short functions composing layers. ``get(name, input_shape, classes)`` builds one."""
+"""Model zoo: short functions composing layers, each registered where it is defined (``registry.model``).
+``get(name, input_shape, classes)`` builds one."""
 
 from __future__ import annotations
 
-from ardlab.nn.models import cnn, imagenet, resnet
-
-MODELS = {
-    "simplecnn": cnn.simplecnn,
-    "lenet5": cnn.lenet5,
-    "alexnet": cnn.alexnet_cifar,
-    "vgg11": lambda s, c: cnn.vgg(s, c, 11, bn=False),
-    "vgg11bn": lambda s, c: cnn.vgg(s, c, 11, bn=True),
-    "vgg16": lambda s, c: cnn.vgg(s, c, 16, bn=False),
-    "vgg16bn": lambda s, c: cnn.vgg(s, c, 16, bn=True),
-    "resnet20": lambda s, c: resnet.resnet_cifar(s, c, 20),
-    "resnet32": lambda s, c: resnet.resnet_cifar(s, c, 32),
-    "resnet56": lambda s, c: resnet.resnet_cifar(s, c, 56),
-    "mobilenetv1": cnn.mobilenet_v1,
-    "alexnet_imagenet": imagenet.alexnet_imagenet,
-    "resnet18": lambda s, c: imagenet.resnet_imagenet(s, c, 18),
-    "resnet34": lambda s, c: imagenet.resnet_imagenet(s, c, 34),
-    "resnet50": lambda s, c: imagenet.resnet_imagenet(s, c, 50),
-    "densenet121": imagenet.densenet121,
-}
+from ardlab.nn.models import cnn, imagenet, resnet  # noqa: F401  (each registers its models)
+from ardlab.nn.models.registry import CIFAR_MODELS, IMAGENET_MODELS, MODELS  # noqa: F401
 
 
 def get(name: str, input_shape, classes: int):

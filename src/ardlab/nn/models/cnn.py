@@ -5,8 +5,10 @@ from __future__ import annotations
 from ardlab.nn.layers import (BatchNormalization, Conv2D, Dense, Dropout, Flatten, GlobalAveragePool, Input,
                               MaxPool2D, ReLU, Tanh, AveragePool2D)
 from ardlab.nn.model import Model
+from ardlab.nn.models.registry import model
 
 
+@model("simplecnn")
 def simplecnn(input_shape, classes):
     x = inp = Input(input_shape)
     x = ReLU()(Conv2D(16, 3)(x))
@@ -17,6 +19,7 @@ def simplecnn(input_shape, classes):
     return Model(inp, Dense(classes)(x), "simplecnn")
 
 
+@model("lenet5")
 def lenet5(input_shape, classes):
     x = inp = Input(input_shape)
     x = AveragePool2D(2)(Tanh()(Conv2D(6, 5, padding="same")(x)))
@@ -27,6 +30,7 @@ def lenet5(input_shape, classes):
     return Model(inp, Dense(classes)(x), "lenet5")
 
 
+@model("alexnet")
 def alexnet_cifar(input_shape, classes):
     """AlexNet adapted to 32x32 inputs (as in PyDTNN's and the study's CIFAR variant)."""
     x = inp = Input(input_shape)
@@ -45,6 +49,10 @@ _VGG = {11: [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
         16: [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"]}
 
 
+@model("vgg16bn", depth=16, bn=True)
+@model("vgg16", depth=16, bn=False)
+@model("vgg11bn", depth=11, bn=True)
+@model("vgg11", depth=11, bn=False)
 def vgg(input_shape, classes, depth=11, bn=False):
     x = inp = Input(input_shape)
     for v in _VGG[depth]:
@@ -61,6 +69,7 @@ def vgg(input_shape, classes, depth=11, bn=False):
     return Model(inp, Dense(classes)(x), f"vgg{depth}{'bn' if bn else ''}")
 
 
+@model("mobilenetv1")
 def mobilenet_v1(input_shape, classes, alpha=1.0):
     """MobileNetV1: depthwise (groups = channels) + pointwise convolutions."""
     def cbr(x, filters, k, s, groups=1):

@@ -6,8 +6,10 @@ from __future__ import annotations
 from ardlab.nn.layers import (Add, AveragePool2D, BatchNormalization, Concatenate, Conv2D, Dense, Dropout, Flatten,
                               GlobalAveragePool, Input, MaxPool2D, ReLU)
 from ardlab.nn.model import Model
+from ardlab.nn.models.registry import model
 
 
+@model("alexnet_imagenet", imagenet=True)
 def alexnet_imagenet(input_shape, classes):
     x = inp = Input(input_shape)
     x = MaxPool2D(3, 2)(ReLU()(Conv2D(64, 11, 4, padding="same")(x)))
@@ -43,6 +45,9 @@ def _bottleneck(x, filters, stride):
 _RESNETS = {18: (_basic, (2, 2, 2, 2)), 34: (_basic, (3, 4, 6, 3)), 50: (_bottleneck, (3, 4, 6, 3))}
 
 
+@model("resnet50", imagenet=True, depth=50)
+@model("resnet34", imagenet=True, depth=34)
+@model("resnet18", imagenet=True, depth=18)
 def resnet_imagenet(input_shape, classes, depth=50):
     if depth not in _RESNETS:
         raise ValueError(f"ImageNet ResNet depth must be one of {sorted(_RESNETS)}, got {depth}")
@@ -56,6 +61,7 @@ def resnet_imagenet(input_shape, classes, depth=50):
     return Model(inp, Dense(classes)(x), f"resnet{depth}")
 
 
+@model("densenet121", imagenet=True)
 def densenet121(input_shape, classes, growth=32, blocks=(6, 12, 24, 16)):
     def bn_relu_conv(x, filters, k):
         return Conv2D(filters, k, padding="same", use_bias=False)(ReLU()(BatchNormalization()(x)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ardlab.nn.layers import Add, BatchNormalization, Conv2D, Dense, GlobalAveragePool, Input, ReLU
 from ardlab.nn.model import Model
+from ardlab.nn.models.registry import model
 
 
 def _basic_block(x, filters, stride):
@@ -15,6 +16,9 @@ def _basic_block(x, filters, stride):
     return ReLU()(Add()(y, shortcut))
 
 
+@model("resnet56", depth=56)
+@model("resnet32", depth=32)
+@model("resnet20", depth=20)
 def resnet_cifar(input_shape, classes, depth=20):
     if (depth - 2) % 6:
         raise ValueError(f"CIFAR ResNet depth must be 6n+2, got {depth}")
