@@ -218,13 +218,13 @@ def test_a_training_group_reads_its_own_scales_selection():
     own scale, and its picks come from that scale's rows and the calls one launch of the group made."""
     cfg = study.load(ROOT / "workflow" / "config" / "cluster.yaml")
     jobs = study.jobs(cfg)
-    job = next(j for j in jobs["horovod"] if (j.nodes, j.ranks, j.model) == (2, 4, "vgg16"))
+    job = next(j for j in jobs["horovod"] if (j.nodes, j.ranks, j.model) == (2, 4, "alexnet"))
     results = Path(cfg["results"])
     assert commands.inputs(job, cfg) == [str(results / "tuned" / f"{lib}-n2-r4{library(lib).tuning_suffix}")
                                          for lib in cfg["libraries"]] + [
-        str(results / "picks" / "horovod" / "vgg16-f64" / "n2-r4.csv")]
+        str(results / "picks" / "horovod" / "alexnet-f64" / "n2-r4.csv")]
     assert commands.bench_files(cfg, jobs, 2, 4) == [str(results / f"raw/microbench/n2-r4/round{r}.csv")
-                                                     for r in range(cfg["rounds"])]
+                                                     for r in range(cfg["microbench"]["rounds"])]
     c = commands.comparison(job, cfg, "out.csv")
     assert c.picks == {lib: ["best", "worst"] for lib in cfg["libraries"]}
     assert {v.algorithm for v in c.variants} == {"default", "tuned"}
