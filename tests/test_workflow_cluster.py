@@ -45,8 +45,10 @@ def _ranks() -> set[int]:
 
 def _jobs(state: Path) -> set[str]:
     """The ids of the Slurm jobs on the emulated cluster at `state`."""
+    if not (state / "slurm.conf").exists():  # the cluster is down
+        return set()
     proc = subprocess.run(["squeue", "-h", "-o", "%i"], env={**os.environ, "SLURM_CONF": str(state / "slurm.conf")},
-                          capture_output=True, text=True, timeout=30)
+                          capture_output=True, text=True, timeout=90)
     return set(proc.stdout.split()) if proc.returncode == 0 else set()
 
 
