@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ardlab.comm.libraries import DEFAULT
+from ardlab.nn.trainer import optimizer_names
 from ardlab.plan import RunPlan, check_algorithm, option, options_of
 from ardlab.results import mib_bytes
 
@@ -44,12 +45,6 @@ def _datasets():
     return [d for d in DATASETS if d not in ("images", "npz")]
 
 
-def _optimizers():
-    from ardlab.nn.optim import OPTIMIZERS
-
-    return list(OPTIMIZERS)
-
-
 @dataclass
 class TFConfig:
     """The settings of a TensorFlow + Horovod training run: each is also an option of `ardlab train-tf` (made from
@@ -69,7 +64,7 @@ class TFConfig:
     compute_batches: int = option(0, "then time this many batches without the Allreduce (each rank's compute alone, "
                                   "same placement, one untimed first): the row's compute_s and allreduce_s say how "
                                   "much of a step the Allreduce adds (default 0: not measured)")
-    optimizer: str = option("sgd", choices=_optimizers)
+    optimizer: str = option("sgd", choices=optimizer_names)
     lr: float = option(0.01)
     momentum: float = option(0.9)
     threads: int | None = option(None, cli=False)  # --threads (a launch setting)

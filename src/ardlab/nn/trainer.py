@@ -31,7 +31,8 @@ def _datasets():
     return DATASETS
 
 
-def _optimizers():
+def optimizer_names():
+    """The optimizers a training run may name (ardlab.nn.optim; TensorFlow + Horovod offers the same)."""
     from ardlab.nn.optim import OPTIMIZERS
 
     return list(OPTIMIZERS)
@@ -65,7 +66,7 @@ class TrainConfig:
     global_batch: int | None = option(None, cli=False)
     epochs: int = option(1)
     steps: int | None = option(None, "stop after this many steps (overrides --epochs)")
-    optimizer: str = option("sgd", choices=_optimizers)
+    optimizer: str = option("sgd", choices=optimizer_names)
     lr: float = option(0.01)
     momentum: float = option(0.9)
     weight_decay: float = option(0.0)
