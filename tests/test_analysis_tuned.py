@@ -67,3 +67,18 @@ def test_tuned_benchmark_runs_and_is_labelled(lib, small, large, tmp_path):
     rows = list(csv.DictReader(open(out)))
     assert [r["algorithm"] for r in rows] == ["tuned"] * 4
     assert all(k in rows[0]["knobs"] for k in library(lib).tuning_env)
+
+
+def test_mpich_ranges_stay_off_the_sub_communicators_of_node_aware_algorithms(tmp_path):
+    """`smp` calls Allreduce again on the node-roots communicator: there our ranges must not apply (they would
+    select `smp` once more, which reduces nothing on a communicator without sub-communicators); the built-in tree
+    selects there, and on node communicators too."""
+    import json
+
+    rows = bench_rows("mpich", "recexch", "smp")
+    path = tuned.write("mpich", tuned.best_ranges(rows, "mpich", 4), 4, tmp_path / "sel.json")
+    intra = json.loads(path.read_text())["collective=allreduce"]["comm_type=intra"]
+    ours = intra["is_commutative=yes"]["is_op_built_in=yes"]["count=any"]["comm_size<=4"]
+    assert list(ours) == ["comm_hierarchy=node_roots", "comm_hierarchy=node", "comm_hierarchy=any"]
+    assert ours["comm_hierarchy=node_roots"] == ours["comm_hierarchy=node"] == intra["is_commutative=no"]
+    assert ours["comm_hierarchy=any"]["avg_msg_size=any"] == {"algorithm=MPIR_Allreduce_intra_smp": {}}

@@ -263,3 +263,23 @@ def test_crashes_recovered_and_cleaned_up(four_nodes):
     spaces, links = network.ours()
     assert not spaces and not links and not (state / "slurm.conf").exists()
     assert not any(_mentions(p, str(state)) for p in Path("/proc").iterdir() if p.name.isdigit())
+
+
+def test_mpich_tuned_file_with_smp_reduces_across_nodes(four_nodes, tmp_path):
+    """A tuned MPICH file that selects the node-aware `smp` for large messages computes the sum at 1 and 2 ranks per
+    node (an earlier writer let `smp` select itself again on its node-roots communicator: each rank kept its own
+    data; found by the cluster study's training losses)."""
+    from ardlab.analysis import tuned
+
+    for ranks in (2, 4):
+        rows = pd.DataFrame([{"library": "mpich", "ranks": ranks, "size_bytes": s, "algorithm": a,
+                              "avg_us": 1.0 if (a == "smp") == (s > 65536) else 2.0}
+                             for s in (1024, 65536, 1 << 20) for a in ("recursive_doubling", "smp")])
+        sel = tuned.write("mpich", tuned.best_ranges(rows, "mpich", ranks), ranks, tmp_path / f"sel{ranks}.json")
+        out = tmp_path / f"tuned{ranks}.csv"
+        proc = subprocess.run([sys.executable, "-m", "ardlab.cli", "bench", "allreduce", "--library", "mpich",
+                               "--launcher", "srun", "--nodes", "2", "--ranks", str(ranks), "--tuned", str(sel),
+                               "--sizes", "4K,1M,8M", "--validate", "--no-progress", "--output", str(out)],
+                              env={**os.environ, **four_nodes.env()}, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        assert len(pd.read_csv(out)) == 3
