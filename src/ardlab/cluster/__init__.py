@@ -206,17 +206,12 @@ def down(state: Path | None = None, *, keep_logs: bool = False) -> list[str]:
     return removed
 
 
-def running(state: Path | None = None) -> Cluster:
-    """The cluster that is up (its state folder: `state`, $ARDLAB_CLUSTER or <repo>/.cluster), or a clear error."""
+def dead_daemons(state: Path | None = None) -> list[str]:
+    """The cluster's daemons (slurmctld, each node's slurmd, munged) that are no longer running."""
     c = Cluster.load(Path(state or default_state()).resolve())
     if c is None:
         raise RuntimeError("no emulated cluster is up; start one with `ardlab cluster up`")
-    return c
-
-
-def dead_daemons(state: Path | None = None) -> list[str]:
-    """The cluster's daemons (slurmctld, each node's slurmd, munged) that are no longer running."""
-    return [name for name, pid in running(state).pids.items() if not _alive(pid)]
+    return [name for name, pid in c.pids.items() if not _alive(pid)]
 
 
 def watch(pid: int, state: Path | None = None, interval: float = 2.0) -> str | None:
@@ -256,7 +251,10 @@ def _children(pid: int) -> list[int]:
 def cancel_jobs(state: Path | None = None) -> list[str]:
     """Cancel every Slurm job on the cluster (left running by a run that was killed outright: Slurm keeps a job
     when the Snakemake that submitted it dies); the ids cancelled."""
-    env = {**os.environ, **running(state).env()}
+    c = Cluster.load(Path(state or default_state()).resolve())
+    if c is None:
+        raise RuntimeError("no emulated cluster is up; start one with `ardlab cluster up`")
+    env = {**os.environ, **c.env()}
     proc = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True, timeout=30)
     if proc.returncode != 0:
         raise RuntimeError(f"squeue failed: {proc.stderr.strip()}")

@@ -53,7 +53,10 @@ def run(args: argparse.Namespace) -> int:
         if ids:
             print(f"ardlab: cancelled {len(ids)} Slurm job(s) left by an earlier run: {' '.join(ids)}")
     else:
-        print("\n".join(f"export {k}={shlex.quote(v)}" for k, v in cluster.running(args.state).env().items()))
+        c = cluster.Cluster.load((args.state or cluster.default_state()).resolve())
+        if c is None:
+            raise RuntimeError("no emulated cluster is up; start one with `ardlab cluster up`")
+        print("\n".join(f"export {k}={shlex.quote(v)}" for k, v in c.env().items()))
     return 0
 
 
