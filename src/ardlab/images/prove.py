@@ -145,9 +145,8 @@ def copy_files(d: definition.Definition, root: Path) -> None:
             raise SectionFailed(f"{d.path}: %files: {src} does not exist (paths are relative to {ROOT})")
         target = root / dest.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        if source.is_dir():  # all of it, as Apptainer copies it
+            shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
         else:
             shutil.copy2(source, target)
 
@@ -174,6 +173,9 @@ def run_section(d: definition.Definition, name: str, root: Path, env: dict[str, 
     if with_env:  # as `apptainer test`: the image's environment first
         inner = ["/bin/sh", "-c", f'. {ENV_FILE}; exec "$@"', "sh", *inner]
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    # mount points the binds make in the root are removed afterwards: the image keeps nothing of the build host
+    targets = [root / b.split(":", 1)[1].lstrip("/") for b in binds]
+    made = [t for t in targets if not t.exists()]
     with open(log_path, "w") as log:
         try:
             proc = subprocess.run(isolated_argv(root, inner, binds), env={**env, "PS4": "+[$LINENO] "},
@@ -182,6 +184,11 @@ def run_section(d: definition.Definition, name: str, root: Path, env: dict[str, 
             raise SectionFailed(f"{d.path}: %{name} did not finish in {timeout_s:.0f} s (log: {log_path})") from e
         finally:
             script.unlink(missing_ok=True)
+            for target in made:
+                if target.is_dir():
+                    target.rmdir()
+                else:
+                    target.unlink(missing_ok=True)
     if proc.returncode != 0:
         line, command = failed_line(log_path.read_text())
         where = f"{d.path}:{sec.def_line(line)}" if line else f"{d.path}: %{name}"
