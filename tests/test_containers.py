@@ -6,7 +6,6 @@ parser; its base image is pinned; the files it copies exist; its %post calls the
 library; its labels carry the versions; and every shell script passes shellcheck.
 """
 
-import re
 import shutil
 import subprocess
 
@@ -33,7 +32,7 @@ def test_definition_parses_and_uses_the_install_script(lib):
     stages = SingularityParser(str(path)).recipe
     assert list(stages) == ["spython-base"], stages  # one stage
     recipe = stages["spython-base"]
-    assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm", recipe.fromHeader), recipe.fromHeader
+    assert recipe.fromHeader == "debian:bookworm-slim", recipe.fromHeader  # what the proof's debootstrap makes
     assert recipe.files
     for entry in recipe.files:
         src, _dest = entry.split()

@@ -1,6 +1,6 @@
 """The `ardlab` command line: one subcommand per job, each a parser-building function and a handler.
 
-    info | probe | bench allreduce | train | train-tf | tune | report | predict | cluster | run | rank
+    info | probe | bench allreduce | train | train-tf | tune | report | predict | cluster | image | run | rank
 
 Measuring subcommands build a validated run plan (the kind's ``run_plan``) and hand it to the driver (``ardlab.driver``),
 which starts the ranks; with ``--in-mpi`` (started by the user's own launcher, e.g. srun) the plan runs in this
@@ -496,6 +496,13 @@ def _cluster_parser(s):
     s.set_defaults(func=run)
 
 
+def _image_parser(s):
+    from ardlab.images.__main__ import add_arguments, run
+
+    add_arguments(s)
+    s.set_defaults(func=run)
+
+
 def _rank_parser(s):
     s.add_argument("--plan", required=True, help="the run plan file the driver wrote")
     s.set_defaults(func=_rank)
@@ -516,6 +523,8 @@ COMMANDS = [
                 "scale (tables, tuned files, figures)", _predict_parser),
     ("cluster", "an emulated multi-node Slurm cluster on this machine: up, down, status, env (root)",
      _cluster_parser),
+    ("image", "the Apptainer definitions proven in fresh Debian roots (root), ranks inside them under srun",
+     _image_parser),
     ("run", "run a workflow job: rounds of a comparison group (JSON) with the driver", _run_parser),
     ("rank", "what each launched rank runs: the plan file written by the driver", _rank_parser),
 ]

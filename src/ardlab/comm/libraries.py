@@ -27,8 +27,9 @@ from ardlab.comm.ranks import pof2_floor
 SEGMENT_BYTES = 65536  # the segment of Open MPI's segmented ring as the table forces it (ardlab.comm.families)
 
 DEFAULT = "default"
-# Debian's PMI-2 client library (package libpmi2-0), which Intel MPI loads under srun --mpi=pmi2.
+# Debian's PMI-2 client library of Slurm, which Intel MPI loads under srun --mpi=pmi2, and its package.
 PMI2_LIBRARY = "/usr/lib/x86_64-linux-gnu/libpmi2.so.0"
+PMI2_PACKAGE = "libpmi2-0"
 TUNED = "tuned"  # the label of runs that use a tuned selection file (ardlab.analysis.tuned) instead of forcing
 
 
@@ -132,6 +133,9 @@ class Library:
     # Settings the ranks need under `srun --mpi=<srun_mpi>` (a value the caller's environment already has wins:
     # a site's own PMI library, say).
     srun_env: Mapping[str, str] = field(default_factory=dict)
+    # Debian packages the library's image installs so that srun_env's paths exist inside it (containers/render-defs
+    # puts them in the definition's %post).
+    image_debs: tuple[str, ...] = ()
     # What the tests proved of `srun --mpi=<srun_mpi>` on the emulated cluster (tests/test_cluster.py).
     srun_proof: str = ""
     # Settings for srun launches whose ranks time-share cores (the emulated cluster's nodes share this machine's):
@@ -408,6 +412,7 @@ INTELMPI = Library(
     algorithm_var=_IMPI_VAR,
     tuned_writer="intelmpi_adjust",
     srun_env={"I_MPI_PMI_LIBRARY": PMI2_LIBRARY},
+    image_debs=(PMI2_PACKAGE,),
     srun_proof=_SRUN_PROOF,
     time_shared_env={"I_MPI_WAIT_MODE": "1"},  # I_MPI_THREAD_YIELD=2/3 (yield/usleep) measured 0.7-2.5 ms
     # I_MPI_TUNING (the documented name of a text tuning file) is not honoured for these files; _BIN is. The

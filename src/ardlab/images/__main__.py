@@ -1,0 +1,91 @@
+"""`python -m ardlab.images prove|srun|exec` (also `ardlab image ...`): the definitions proven in fresh Debian roots.
+
+    python -m ardlab.images prove                 # all three definitions: %files, %post, %environment, %test
+    python -m ardlab.images prove mpich --srun    # one, then its ranks under srun on 2 emulated nodes
+    python -m ardlab.images exec --root R -- CMD  # CMD inside a proven root, as `apptainer exec` would run it
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ardlab.images import rootfs
+
+    sub = p.add_subparsers(dest="action", required=True)
+    pr = sub.add_parser("prove", help="build and test containers/<library>.def in a fresh Debian root (root), or "
+                        "with apptainer build/test where Apptainer exists")
+    pr.add_argument("libraries", nargs="*", help="default: every library of the table")
+    pr.add_argument("--work", type=Path, default=rootfs.cache_dir() / "roots",
+                    help="where the roots are made, one folder per library (default %(default)s)")
+    pr.add_argument("--refresh-base", action="store_true", help="debootstrap a new base instead of the cached one")
+    pr.add_argument("--srun", action="store_true", help="then start ranks inside each root under srun on an "
+                    "emulated 2-node cluster (brought up and down here unless one is up)")
+    pr.add_argument("--output", type=Path, help="a CSV of the phases' seconds and the roots' sizes")
+    ex = sub.add_parser("exec", help="run a command inside a proven root, as `apptainer exec` would")
+    ex.add_argument("--root", type=Path, required=True)
+    ex.add_argument("command", nargs=argparse.REMAINDER)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ardlab.comm import LIBRARIES
+    from ardlab.images import prove
+
+    if args.action == "exec":
+        command = args.command[1:] if args.command[:1] == ["--"] else args.command
+        if not command:
+            raise ValueError("exec needs a command after --")
+        argv = prove.exec_argv(args.root.resolve(), command)
+        os.execvp(argv[0], argv)
+    libraries = args.libraries or list(LIBRARIES)
+    prove.check_can_prove(libraries)
+    rows = []
+    for lib in libraries:
+        p = prove.prove(lib, args.work.resolve(), refresh_base=args.refresh_base)
+        row = p.row()
+        if args.srun:
+            row.update(_srun(lib, p.root))
+        rows.append(row)
+        print(f"ardlab: {lib}: proven ({p.method}): {row}", flush=True)
+    table = pd.DataFrame(rows)
+    print(table.to_markdown(index=False))
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(args.output, index=False)
+    return 0
+
+
+def _srun(lib: str, root: Path) -> dict:
+    from ardlab import cluster
+    from ardlab.images.srun import ranks_in_root
+
+    up = cluster.Cluster.load(cluster.default_state().resolve())
+    made = up is None
+    c = cluster.up(2, "1gbit") if made else up
+    try:
+        r = ranks_in_root(lib, root, c.env())
+    finally:
+        if made:
+            cluster.down()
+    return {"srun_hosts": " ".join(r.hosts), "srun_rows": len(r.rows)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ardlab.images", description=__doc__.splitlines()[0])
+    add_arguments(p)
+    args = p.parse_args(argv)
+    try:
+        return run(args)
+    except (ValueError, FileNotFoundError, RuntimeError, PermissionError) as e:
+        print(f"ardlab: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
