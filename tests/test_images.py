@@ -54,8 +54,10 @@ def test_a_sections_shell_and_a_failing_line_are_found(tmp_path):
     d = definition.read(path)
     assert d.section("post").shell == "/bin/bash" and d.section("test").shell == "/bin/sh"
     assert d.section("post").def_line(2) == 6
-    assert prove.failed_line("+[1] true\n+[2] false\n") == (2, "false")
-    assert prove.failed_line("no trace") == (None, "(no command traced)")
+    script = "    set -eu\n    echo ok > /ok  # first\n    ls /no-such-file\n    echo never\n"
+    log = "+ set -eu\n+ echo ok\n+ ls /no-such-file\nls: cannot access '/no-such-file'\n"
+    assert prove.failed_line(log, script) == (3, "ls /no-such-file")
+    assert prove.failed_line("no trace", script) == (None, "(no command traced)")
 
 
 def test_a_base_the_proof_cannot_make_is_named():

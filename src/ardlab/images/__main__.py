@@ -12,8 +12,6 @@ import os
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from ardlab.images import rootfs
@@ -53,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
             row.update(_srun(lib, p.root))
         rows.append(row)
         print(f"ardlab: {lib}: proven ({p.method}): {row}", flush=True)
+    import pandas as pd  # the driver's environment has it; a library's (or an image's) need not
+
     table = pd.DataFrame(rows)
     print(table.to_markdown(index=False))
     if args.output:

@@ -18,6 +18,7 @@ image's %environment, the host's /tmp, cwd and /dev bound in), so that srun can 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -178,7 +179,7 @@ def run_section(d: definition.Definition, name: str, root: Path, env: dict[str, 
     made = [t for t in targets if not t.exists()]
     with open(log_path, "w") as log:
         try:
-            proc = subprocess.run(isolated_argv(root, inner, binds), env={**env, "PS4": "+[$LINENO] "},
+            proc = subprocess.run(isolated_argv(root, inner, binds), env={**env, "PS4": "+ "},
                                   stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s)
         except subprocess.TimeoutExpired as e:
             raise SectionFailed(f"{d.path}: %{name} did not finish in {timeout_s:.0f} s (log: {log_path})") from e
@@ -190,20 +191,30 @@ def run_section(d: definition.Definition, name: str, root: Path, env: dict[str, 
                 else:
                     target.unlink(missing_ok=True)
     if proc.returncode != 0:
-        line, command = failed_line(log_path.read_text())
+        line, command = failed_line(log_path.read_text(), sec.text)
         where = f"{d.path}:{sec.def_line(line)}" if line else f"{d.path}: %{name}"
         raise SectionFailed(f"{where}: %{name} failed (exit {proc.returncode}) at `{command}`; "
                             f"log: {log_path}")
 
 
-def failed_line(log: str) -> tuple[int | None, str]:
-    """The script line and command of the last traced command (`+[LINE] cmd`, the shell's -x output)."""
-    for text in reversed(log.splitlines()):
-        if text.startswith("+[") and "] " in text:
-            head, command = text[2:].split("] ", 1)
-            if head.isdigit():
-                return int(head), command
-    return None, "(no command traced)"
+def failed_line(log: str, script: str) -> tuple[int | None, str]:
+    """The script line (1-based) and the command of the last command the shell traced (-x: `+ command`).
+
+    dash (Debian's /bin/sh, what Apptainer runs) has no $LINENO in its trace, so the traced commands are followed
+    through the script in order: each is found on the first line at or after the previous one that has its command
+    word (the trace shows expansions, the script their source; the word is what both share)."""
+    traced = [text[2:] for text in log.splitlines() if text.startswith("+ ") and text[2:].split()]
+    if not traced:
+        return None, "(no command traced)"
+    lines = script.splitlines()
+    pos, line = 0, None
+    for command in traced:
+        word = command.split()[0]
+        for i in range(pos, len(lines)):
+            if word in re.split(r"[\s;|&()]+", lines[i].split("#", 1)[0]):
+                pos, line = i, i + 1
+                break
+    return line, traced[-1]
 
 
 def isolated_argv(root: Path, inner: list[str], binds: list[str]) -> list[str]:
