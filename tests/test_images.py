@@ -120,6 +120,7 @@ def proven_mpich(tmp_path_factory, bookworm):
     yield p
     assert not rootfs.mounts_under(work)
     assert leftovers() <= before, leftovers() - before
+    shutil.rmtree(work)  # about 3 GB
 
 
 @pytest.mark.slow
