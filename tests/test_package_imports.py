@@ -14,6 +14,7 @@ LAYERS = [
     "ardlab.results",  # column lists, atomic writes, tables: imports nothing of ardlab
     "ardlab.comm",  # the library/algorithm table, launching, our own Allreduce algorithms
     "ardlab.cluster",  # the emulated multi-node Slurm cluster (namespaces, daemons)
+    "ardlab.images",  # the Apptainer definitions proven in fresh Debian roots, ranks inside them under srun
     "ardlab.rounds",  # the seeded order of each round of a comparison
     "ardlab.plan",  # the run plan from driver to ranks
     "ardlab.driver",  # starts the ranks of a plan
