@@ -250,21 +250,6 @@ def test_switched_inside_one_launch_as_launched(four_nodes, monkeypatch):
     assert phases == [{}, {"fallback:ring": 3}, {}]
 
 
-def test_crashes_recovered_and_cleaned_up(four_nodes):
-    # The module's last test. A dead slurmctld: `up` of the same shape starts afresh (nodes idle again). A lost
-    # state file: `down` still finds every namespace, link and process by their names and namespaces.
-    state = Path(four_nodes.state)
-    os.kill(four_nodes.pids["slurmctld"], 9)
-    fresh = cluster.up(NODES, None, state=state)
-    assert fresh.pids["slurmctld"] != four_nodes.pids["slurmctld"]
-    assert "n4 (idle" in cluster.status(state)
-    (state / "cluster.json").unlink()
-    cluster.down(state)
-    spaces, links = network.ours()
-    assert not spaces and not links and not (state / "slurm.conf").exists()
-    assert not any(_mentions(p, str(state)) for p in Path("/proc").iterdir() if p.name.isdigit())
-
-
 def test_mpich_tuned_file_with_smp_reduces_across_nodes(four_nodes, tmp_path):
     """A tuned MPICH file that selects the node-aware `smp` for large messages computes the sum at 1 and 2 ranks per
     node (an earlier writer let `smp` select itself again on its node-roots communicator: each rank kept its own
@@ -283,3 +268,18 @@ def test_mpich_tuned_file_with_smp_reduces_across_nodes(four_nodes, tmp_path):
                               env={**os.environ, **four_nodes.env()}, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
         assert len(pd.read_csv(out)) == 3
+
+
+def test_crashes_recovered_and_cleaned_up(four_nodes):
+    # The module's last test. A dead slurmctld: `up` of the same shape starts afresh (nodes idle again). A lost
+    # state file: `down` still finds every namespace, link and process by their names and namespaces.
+    state = Path(four_nodes.state)
+    os.kill(four_nodes.pids["slurmctld"], 9)
+    fresh = cluster.up(NODES, None, state=state)
+    assert fresh.pids["slurmctld"] != four_nodes.pids["slurmctld"]
+    assert "n4 (idle" in cluster.status(state)
+    (state / "cluster.json").unlink()
+    cluster.down(state)
+    spaces, links = network.ours()
+    assert not spaces and not links and not (state / "slurm.conf").exists()
+    assert not any(_mentions(p, str(state)) for p in Path("/proc").iterdir() if p.name.isdigit())
