@@ -1,4 +1,4 @@
-"""`python -m ardlab.images prove|srun|exec` (also `ardlab image ...`): the definitions proven in fresh Debian roots.
+"""`python -m ardlab.images prove|exec` (also `ardlab image ...`): the definitions proven in fresh Debian roots.
 
     python -m ardlab.images prove                 # all three definitions: %files, %post, %environment, %test
     python -m ardlab.images prove mpich --srun    # one, then its ranks under srun on 2 emulated nodes
@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     pr.add_argument("--refresh-base", action="store_true", help="debootstrap a new base instead of the cached one")
     pr.add_argument("--srun", action="store_true", help="then start ranks inside each root under srun on an "
                     "emulated 2-node cluster (brought up and down here unless one is up)")
-    pr.add_argument("--output", type=Path, help="a CSV of the phases' seconds and the roots' sizes")
+    pr.add_argument("--output", type=Path, help="a CSV (and .md) of the phases' seconds and the roots' sizes")
     ex = sub.add_parser("exec", help="run a command inside a proven root, as `apptainer exec` would")
     ex.add_argument("--root", type=Path, required=True)
     ex.add_argument("command", nargs=argparse.REMAINDER)
@@ -55,9 +55,11 @@ def run(args: argparse.Namespace) -> int:
 
     table = pd.DataFrame(rows)
     print(table.to_markdown(index=False))
-    if args.output:
+    if args.output:  # atomically, with its Markdown beside it
+        from ardlab.results import save_frame
+
         args.output.parent.mkdir(parents=True, exist_ok=True)
-        table.to_csv(args.output, index=False)
+        save_frame(table, args.output)
     return 0
 
 
