@@ -18,8 +18,10 @@ from pathlib import Path
 
 MIRROR = "http://deb.debian.org/debian"
 VARIANT = "minbase"
-# What a definition may start from, and the debootstrap suite that makes the same system.
-DOCKER_BASES = {"debian:bookworm-slim": "bookworm", "debian:12-slim": "bookworm"}
+# The base the definitions start from (containers/render-defs puts it in them), and what a definition may start
+# from: the debootstrap suite that makes the same system.
+BASE_IMAGE = "debian:bookworm-slim"
+DOCKER_BASES = {BASE_IMAGE: "bookworm", "debian:12-slim": "bookworm"}
 
 
 @dataclass(frozen=True)
