@@ -92,3 +92,41 @@ def test_picks_read_from_a_run(tmp_path):
                   "pick": ["best", "worst", "best;worst"]}).to_csv(folder / "n2-r4.csv", index=False)
     assert vs.read_picks(tmp_path) == {"horovod/alexnet-f64/n2-r4": {"mpich": {"best": "ring", "worst": "tree"},
                                                                      "openmpi": {"best": "ring", "worst": "ring"}}}
+
+
+def _with_loss(t: pd.DataFrame, loss: dict) -> pd.DataFrame:
+    return t.assign(final_loss=[loss.get((lib, alg), 2.376612) for lib, alg in zip(t.library, t.algorithm)])
+
+
+def test_a_variant_whose_loss_disagrees_at_2_ranks_makes_no_claim():
+    """At 2 ranks every variant ends with the same loss (a + b in any order): the one that does not (here the tuned
+    file, as MPICH's was when it reduced nothing across nodes) is flagged and left out of the study table."""
+    t = _with_loss(_rows(RATES, group="train/vgg16-blocking/n2-r2").assign(ranks=2), {("mpich", "tuned"): 2.434721})
+    check = cmp.loss_check(t).set_index(["library", "algorithm"])
+    assert check.loc[("mpich", "tuned"), "loss_agrees"] == False  # noqa: E712
+    assert check.loc[("mpich", "tuned"), "loss_departure"] == pytest.approx(0.02445, rel=1e-3)
+    assert check.drop(("mpich", "tuned")).loss_agrees.eq(True).all()
+    kept = cmp.agreeing(t, check.reset_index())
+    assert set(kept.algorithm[kept.library == "mpich"]) == {"default", "ring", "recursive_doubling"}
+    table = vs.table(cmp.training(kept), kept).set_index("claim")
+    assert "mpich: its tuned file over its default" not in table.index
+
+
+def test_at_4_ranks_the_loss_cannot_tell():
+    """Rounding moves the loss at 4 ranks as much as a wrong reduction did: no verdict, nothing left out."""
+    t = _with_loss(_rows(RATES), {("mpich", "tuned"): 2.377612})
+    check = cmp.loss_check(t)
+    assert check.loss_agrees.isna().all() and check.loss_departure.max() == pytest.approx(4.2e-4, rel=0.01)
+    assert len(cmp.agreeing(t, check)) == len(t)
+
+
+def test_the_report_lists_a_disagreeing_variant_and_claims_nothing_from_it(tmp_path):
+    from ardlab.analysis import report
+
+    t = _with_loss(_rows(RATES, group="train/vgg16-blocking/n2-r2").assign(ranks=2), {("mpich", "tuned"): 2.434721})
+    t = t.assign(started_at=[f"2026-12-02T10:{r:02d}:00+00:00" for r in t["round"]])
+    made = report.analyse(pd.DataFrame(), t)
+    table = made[report.TRAINING_TABLE].set_index(["library", "algorithm"])
+    assert table.loc[("mpich", "tuned"), "loss_agrees"] == False  # noqa: E712
+    assert table.loc[("mpich", "ring"), "loss_agrees"]
+    assert not made["claims"].astype(str).apply(lambda c: c.str.contains("tuned")).any().any()

@@ -229,6 +229,13 @@ def test_a_training_group_reads_its_own_scales_selection():
     assert c.picks == {lib: ["best", "worst"] for lib in cfg["libraries"]}
     assert {v.algorithm for v in c.variants} == {"default", "tuned"}
     assert not jobs["microbench_tuned"]  # no one-node tuned phase in the cluster study
+    # every tuned file a training group measures is checked at its scale (a validated Allreduce through it) before
+    # the report is made
+    assert commands.tuned_checks(cfg, jobs) == [str(results / "tuned" / "validated" / f"{lib}-{scale}.csv")
+                                                for scale in ("n2-r2", "n2-r4") for lib in cfg["libraries"]]
+    plan = commands.tuned_check_plan(cfg, "mpich", "n2-r4", "t.json", "out.csv")
+    assert plan.options["validate"] and plan.tuned == "t.json" and (plan.nodes, plan.ranks) == (2, 4)
+    assert plan.launcher == "srun" and plan.options["sizes"][-1] == 16 << 20
 
 
 def test_full_study_dag_builds():
@@ -339,6 +346,9 @@ def test_tiny_study_across_nodes_with_srun(tmp_path, two_nodes):
         mine = picked[picked.library == lib]
         chosen = set(mine.loc[mine.pick != "", "algorithm"])
         assert {"default", "tuned"} | chosen == set(g.algorithm), (lib, chosen, set(g.algorithm))
+        # its tuned file, checked at its scale: every rank's result validated at every size
+        check = pd.read_csv(results / "tuned" / "validated" / f"{lib}-n2-r2.csv")
+        assert (check.nodes == 2).all() and set(check.size_bytes) == {4, 64, 1024, 16384, 262144, 1 << 20}
 
 
 @pytest.mark.slow

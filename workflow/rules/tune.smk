@@ -1,7 +1,8 @@
 # Tuned selection files: from the microbenchmark at one scale, the library's own per-size selection (Open MPI rules,
 # Intel MPI ranges, MPICH JSON); the tuned-phase groups measure the one-node file beside the default and the
 # algorithms it selects (listed in the ranges table written beside it), and the training groups the file of their
-# own scale where the microbenchmark measured it.
+# own scale where the microbenchmark measured it. Each file a training group measures is checked at its scale
+# (tune_check: a validated Allreduce through it, on the cluster) before the report is made from that training.
 
 
 rule tune:
@@ -11,4 +12,20 @@ rule tune:
     wildcard_constraints: suffix=r"\.[a-z]+"
     conda: "../envs/driver.yaml"
     params: cmd=lambda wc, input, output: commands.tune_command(config, wc.library, wc.scale, list(input), output[0])
+    shell: "{params.cmd} > {log} 2>&1"
+
+
+rule tune_check:
+    output: f"{R}/{commands.TUNED_CHECKS}"
+    input: lambda wc: commands.tuned_file(config, wc.library, *study.parse_scale(wc.scale))
+    log: f"{R}/logs/{commands.TUNED_CHECKS}".replace(".csv", ".log")
+    conda: "../envs/driver.yaml"
+    params: cmd=lambda wc, input, output: commands.tuned_check_command(config, wc.library, wc.scale, *input, *output)
+    threads: 1
+    retries: 1  # as the measurement jobs: a launch that fails to start redoes it
+    resources: measure=1, mpi=MPI, runtime=lambda wc: commands.tuned_check_resources(config, wc.scale)["runtime"],
+        nodes=lambda wc: commands.tuned_check_resources(config, wc.scale)["nodes"],
+        tasks=lambda wc: commands.tuned_check_resources(config, wc.scale)["tasks"],
+        cpus_per_task=lambda wc: commands.tuned_check_resources(config, wc.scale)["cpus_per_task"],
+        mem_mb=lambda wc: commands.tuned_check_resources(config, wc.scale)["mem_mb"],
     shell: "{params.cmd} > {log} 2>&1"

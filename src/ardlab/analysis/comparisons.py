@@ -9,6 +9,8 @@ variant's median carries a nonparametric interval, each speedup a paired bootstr
 - ``across_libraries``: per size, the best (library, algorithm) against each library's default and the worst;
 - ``best_ranges``: per library, the best algorithm per size range (and whether it beats the default);
 - ``training``: img/s of every (library, algorithm), against its library's default and the group's worst;
+- ``loss_check`` / ``agreeing``: whether each training variant ended its rounds with the loss of the others (at 2
+  ranks it must, exactly); the variants that did not are left out of every claim;
 - ``tuned``: each tuned file against its library's default and the best single algorithm, in the same rounds;
 - ``drift``: each library default's per-round reference over the run, with a trend test;
 - ``claims``: every significant difference the tables state (what ``reproduce`` checks in a second run).
@@ -106,6 +108,43 @@ def best_ranges(speedups: pd.DataFrame) -> pd.DataFrame:
                              "to_bytes": int(w.size_bytes), "best_algorithm": w.algorithm, "sizes": 1,
                              "sizes_faster": faster, "max_speedup_vs_default": w.speedup_vs_default})
     return pd.DataFrame(rows)
+
+
+# Every variant of a training group trains the same model, data, seed and steps; only the Allreduce differs. At 2
+# ranks each element is a + b, one rounding in any order, so every variant ends a round with the same loss (seen: equal
+# to the 6 decimals written, in every 2-rank run), and a different loss means an Allreduce that reduced wrongly (seen:
+# an MPICH tuned file that left each rank its own data above 4 MiB, 5e-4 to 3e-2 off). At more ranks the order of the
+# sums legitimately moves the loss (seen: up to 8e-4 relative after 8 steps, AlexNet at 4 ranks), as much as that bug
+# did (2e-4 to 1e-3), so the loss cannot tell there: the workflow's checks of the tuned files are the guard.
+EXACT_LOSS_RANKS = 2
+LOSS_RTOL = 1e-6  # the loss is written with 6 decimals
+
+
+def loss_check(t: pd.DataFrame) -> pd.DataFrame:
+    """Per training group and variant: the largest relative departure of its final loss from the median of its
+    round's variants, and whether it agrees (True/False at EXACT_LOSS_RANKS ranks; NA where the loss cannot tell)."""
+    cols = ["group", "library", "algorithm", "loss_departure", "loss_agrees"]
+    if t.empty or "final_loss" not in t:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for (group, ranks), g in t.groupby(["group", "ranks"]):
+        piv = _rounds(g, "final_loss")
+        dep = piv.sub(piv.median(axis=1), axis=0).abs().div(piv.median(axis=1).abs(), axis=0).max()
+        for variant, d in dep.items():
+            lib, alg = variant.split("/", 1)
+            agrees = bool(d <= LOSS_RTOL) if ranks == EXACT_LOSS_RANKS and not np.isnan(d) else pd.NA
+            rows.append({"group": group, "library": lib, "algorithm": alg, "loss_departure": d,
+                         "loss_agrees": agrees})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def agreeing(t: pd.DataFrame, check: pd.DataFrame) -> pd.DataFrame:
+    """The training rows without the variants whose loss disagrees (``loss_check``): what claims are made from."""
+    bad = check[check.loss_agrees.eq(False).fillna(False).astype(bool)]
+    if bad.empty:
+        return t
+    keys = set(zip(bad.group, bad.library, bad.algorithm))
+    return t[[k not in keys for k in zip(t.group, t.library, t.algorithm)]]
 
 
 def training(t: pd.DataFrame) -> pd.DataFrame:

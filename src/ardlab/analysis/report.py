@@ -9,7 +9,8 @@ between variants measured in the same paired, interleaved rounds, with 95% inter
   worst (library, algorithm);
 - best_algorithm_ranges: per library, the best algorithm per message-size range;
 - training_throughput: img/s of both frameworks per library and algorithm, against the same library's default
-  and the group's worst;
+  and the group's worst, and whether its final loss agrees with the other variants' (``comparisons.loss_check``:
+  one that disagrees reduced wrongly, and is left out of every other table and claim);
 - tuned_speedup / tuned_speedup_points: the tuned selection files against each library's default and against the
   best single algorithm measured in the same rounds (summary; per size or training group);
 - study_vs_ardlab / selection_vs_share: the study's two training claims against this run's (``versus_study``), and
@@ -51,21 +52,37 @@ def tables_made(*, microbench: bool, training: bool, tuned: bool, network: bool 
             *(TUNED_TABLES if tuned else ()), *(NETWORK_TABLES if network and microbench else ()), *ALWAYS]
 
 
+def trusted(t: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the training rows claims are made from, the loss check): without the variants whose loss disagrees."""
+    check = cmp.loss_check(t)
+    return cmp.agreeing(t, check), check
+
+
 def analyse(b: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Every table of a run, by name (empty frames where the run has no such data)."""
+    """Every table of a run, by name (empty frames where the run has no such data). The training table lists every
+    variant with its loss check; every other table and claim leaves out the variants whose loss disagrees."""
     speedups = cmp.microbench_speedup(b) if len(b) else pd.DataFrame()
     across = cmp.across_libraries(b) if len(b) else pd.DataFrame()
+    t_all, (t, check) = t, trusted(t)
     train = cmp.training(t) if len(t) else pd.DataFrame()
     tu = cmp.tuned(b, t)
     tuned_sum = cmp.tuned_summary(b, tu)
     out = {"microbench_speedup": speedups, "microbench_across_libraries": across,
            "best_algorithm_ranges": cmp.best_ranges(speedups) if len(speedups) else pd.DataFrame(),
-           TRAINING_TABLE: train, "tuned_speedup": tuned_sum, "tuned_speedup_points": tu,
+           TRAINING_TABLE: _with_check(train, check, t_all), "tuned_speedup": tuned_sum, "tuned_speedup_points": tu,
            "drift": cmp.drift(b, t), "claims": cmp.claims(speedups, across, train, tu),
            "headline": cmp.headline(speedups, across, train, tuned_sum),
            "network_bound": network.bound(b) if len(b) else pd.DataFrame(),
            "network_traffic": network.traffic(b) if len(b) else pd.DataFrame()}
     return out
+
+
+def _with_check(train: pd.DataFrame, check: pd.DataFrame, t_all: pd.DataFrame) -> pd.DataFrame:
+    """The training table of every variant (those whose loss disagrees too), with the loss check's columns."""
+    if t_all.empty:
+        return train
+    table = train if len(check) == 0 or check.loss_agrees.ne(False).fillna(True).all() else cmp.training(t_all)
+    return table.merge(check, on=["group", "library", "algorithm"], how="left")
 
 
 def run_files(run: str | Path) -> tuple[list[Path], list[Path]]:
@@ -85,8 +102,10 @@ def report(bench_files, train_files, results: str | Path, figures_dir: str | Pat
     written = []
     made = analyse(b, t)
     picked = versus_study.read_picks(results)
-    made["study_vs_ardlab"] = versus_study.table(made[TRAINING_TABLE], t, picked)
-    made["selection_vs_share"] = versus_study.points(made[TRAINING_TABLE], t, picked)
+    t_ok = trusted(t)[0]  # the variants whose loss disagrees make no claim
+    train_ok = cmp.training(t_ok) if len(t_ok) else pd.DataFrame()
+    made["study_vs_ardlab"] = versus_study.table(train_ok, t_ok, picked)
+    made["selection_vs_share"] = versus_study.points(train_ok, t_ok, picked)
     tuned = (len(b) and (b.algorithm == TUNED).any()) or (len(t) and (t.algorithm == TUNED).any())
     several = bool(len(b)) and bool((b.nodes > 1).any())
     for name in tables_made(microbench=len(b) > 0, training=len(t) > 0, tuned=bool(tuned), network=several):

@@ -214,27 +214,33 @@ def dead_daemons(state: Path | None = None) -> list[str]:
     return [name for name, pid in c.pids.items() if not _alive(pid)]
 
 
-def watch(pid: int, state: Path | None = None, interval: float = 2.0) -> str | None:
-    """While process `pid` (workflow/run-cluster) lives, check the cluster's daemons every `interval` seconds; when
-    one is gone (a node lost: its slurmd killed or crashed), cancel the cluster's Slurm jobs (a job's rows are written
-    only when it completes, so the one in flight writes nothing), stop the children of `pid` (Snakemake: SIGTERM,
-    then SIGKILL if it still waits for a job the lost node holds; its next start clears the lock) and return what was
-    lost. None when the run ended first."""
+def watch(pid: int, state: Path | None = None, interval: float = 2.0) -> list[str] | None:
+    """While process `pid` (workflow/run-cluster) lives, check the cluster's daemons every `interval` seconds; the
+    daemons found gone (a node lost: its slurmd killed or crashed), or None when the run ended first. The caller
+    reports the loss, then calls `stop_run`: reporting first, because stopping the run ends workflow/run-cluster,
+    whose exit kills this watcher."""
     while _alive(pid):
         dead = dead_daemons(state)
         if dead:
-            cancel_jobs(state)
-            children = [c for c in _children(pid) if c != os.getpid()]
-            for sig in (signal.SIGTERM, signal.SIGKILL):  # SIGKILL if it still waits for a job a lost node holds
-                for child in children:
-                    if _alive(child):
-                        os.kill(child, sig)
-                end = time.monotonic() + 20
-                while time.monotonic() < end and any(map(_alive, children)):
-                    time.sleep(0.5)
-            return ", ".join(dead)
+            return dead
         time.sleep(interval)
     return None
+
+
+def stop_run(pid: int, state: Path | None = None) -> None:
+    """Stop the run `pid` (workflow/run-cluster) after a node was lost: cancel the cluster's Slurm jobs (a job's rows
+    are written only when it completes, so the one in flight writes nothing), then stop the children of `pid`
+    (Snakemake: SIGTERM, then SIGKILL if it still waits for a job the lost node holds; its next start clears the
+    lock)."""
+    cancel_jobs(state)
+    children = [c for c in _children(pid) if c != os.getpid()]
+    for sig in (signal.SIGTERM, signal.SIGKILL):  # SIGKILL if it still waits for a job a lost node holds
+        for child in children:
+            if _alive(child):
+                os.kill(child, sig)
+        end = time.monotonic() + 20
+        while time.monotonic() < end and any(map(_alive, children)):
+            time.sleep(0.5)
 
 
 def _children(pid: int) -> list[int]:

@@ -43,10 +43,12 @@ def run(args: argparse.Namespace) -> int:
     elif args.action == "watch":
         lost = cluster.watch(args.pid, args.state)
         if lost:
-            print(f"ardlab: error: the emulated cluster lost {lost} during the run, so its nodes can run no job: the "
-                  "run was stopped (its finished rounds are kept, the job that was running wrote nothing). "
+            # said before the run is stopped: its end kills this watcher
+            print(f"ardlab: error: the emulated cluster lost {', '.join(lost)} during the run, so its nodes can run "
+                  "no job: stopping the run (its finished rounds are kept, the job that was running writes nothing). "
                   "workflow/run-cluster brings the cluster down; the same command brings it up again and resumes.",
                   file=sys.stderr, flush=True)
+            cluster.stop_run(args.pid, args.state)
             return 3
     elif args.action == "cancel-jobs":
         ids = cluster.cancel_jobs(args.state)

@@ -31,6 +31,11 @@ from ardlab.study.config import Job, algorithms, parse_scale, tuned_ranks, tuned
 # made (ardlab.bench.callsizes) and the algorithms picked for them from the microbenchmark (ardlab.analysis.picks).
 CALLSIZES = "callsizes/{kind}/{model}-{mode}/{scale}.csv"
 PICKS = "picks/{kind}/{model}-{mode}/{scale}.csv"
+# Where the workflow keeps, per library and scale, the rows of a validated Allreduce through that scale's tuned file
+# (its result checked on every rank at every microbenchmark size): a tuned file that reduces wrongly there fails its
+# check, and the report, which needs every check, is not made from training that used it.
+TUNED_CHECKS = "tuned/validated/{library}-{scale}.csv"
+CHECK_ITERATIONS = 3  # timed calls per size in a check: each one's result is validated
 
 
 def tuned_file(config: dict, lib: str, nodes: int = 1, ranks: int | None = None) -> str:
@@ -59,13 +64,19 @@ def _section(job: Job) -> str:
     return "microbench" if job.kind.startswith("microbench") else job.kind
 
 
+def _launch(config: dict, section: str, lib: str, threads_: int) -> dict:
+    """The launch fields of a RunPlan of `lib` in a config section (launcher, its MPI plugin and image, timeout)."""
+    launch = {"threads": threads_, "progress": False, "launcher": config["launcher"],
+              "timeout_s": config[section]["timeout_s"], "env": dict(config["library_env"].get(lib, {}))}
+    if config["launcher"] == "srun":
+        launch.update(srun_mpi=config["srun_mpi"].get(lib), image=config["images"].get(lib))
+    return launch
+
+
 def _variant(job: Job, config: dict, lib: str, algorithm: str) -> RunPlan:
     """One variant of a job's group: `lib` running `algorithm` (TUNED: the library's tuned file)."""
     sec = config[_section(job)]
-    launch = {"threads": threads(job, config), "progress": False, "launcher": config["launcher"],
-              "timeout_s": sec["timeout_s"], "env": dict(config["library_env"].get(lib, {}))}
-    if config["launcher"] == "srun":
-        launch.update(srun_mpi=config["srun_mpi"].get(lib), image=config["images"].get(lib))
+    launch = _launch(config, _section(job), lib, threads(job, config))
     tuned_path = job_tuned_file(job, config, lib) if algorithm == TUNED else None
     if job.kind.startswith("microbench"):
         return allreduce.run_plan(lib, ranks=job.ranks, nodes=job.nodes, sizes=parse_sizes(sec["sizes"]),
@@ -145,6 +156,38 @@ def tune_command(config: dict, lib: str, scale: str, inputs: list[str], output: 
     if config["launcher"] == "srun" and config["images"].get(lib):
         return " ".join(map(shlex.quote, ["apptainer", "exec", config["images"][lib], *argv]))
     return " ".join([*_envs_prefix(config), *map(shlex.quote, [sys.executable, "-m", "ardlab.cli", *argv[1:]])])
+
+
+def tuned_checks(config: dict, jobs: dict) -> list[str]:
+    """The checks (TUNED_CHECKS) of every tuned file a training group measures: the report's inputs."""
+    scales = sorted({tuned_scale(config, j.nodes, j.ranks) for kind in ("train", "horovod")
+                     if tuned_rerun(config, kind) for j in jobs[kind]})
+    return [str(Path(config["results"]) / TUNED_CHECKS.format(library=lib, scale=scale_name(ranks, nodes)))
+            for nodes, ranks in scales for lib in config["libraries"]]
+
+
+def tuned_check_plan(config: dict, lib: str, scale: str, tuned_path: str, output: str) -> RunPlan:
+    """A validated microbenchmark through `lib`'s tuned file at `scale` (n<nodes>-r<ranks>), at the microbenchmark's
+    sizes: every rank's result is checked against the exact sum (``--validate``); a wrong one fails the job."""
+    nodes, ranks = parse_scale(scale)
+    sizes = parse_sizes(config["microbench"]["sizes"])
+    return allreduce.run_plan(lib, ranks=ranks, nodes=nodes, sizes=sizes, validate=True, tuned=tuned_path,
+                              iterations=CHECK_ITERATIONS, skip_inapplicable=True, output=output,
+                              **_launch(config, "microbench", lib, 1))
+
+
+def tuned_check_command(config: dict, lib: str, scale: str, tuned_path: str, output: str) -> str:
+    """The shell command of a tuned file's check: the driver, given the check's one-variant comparison."""
+    comp = allreduce.comparison(tuned_check_plan(config, lib, scale, tuned_path, output), seed=config["seed"])
+    argv = [sys.executable, "-m", "ardlab.cli", "run", "--comparison-json", comp.to_json()]
+    return " ".join([*_envs_prefix(config), *map(shlex.quote, argv)])
+
+
+def tuned_check_resources(config: dict, scale: str) -> dict:
+    """Slurm resources of a tuned file's check: those of a microbenchmark job at its scale, one launch long."""
+    nodes, ranks = parse_scale(scale)
+    res = resources(Job("microbench", 0, ranks, nodes), config)
+    return {**res, "runtime": int(config["microbench"]["timeout_s"] // 60) + 10}
 
 
 def callsizes_command(config: dict, job: Job, output: str) -> str:
