@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -116,6 +117,18 @@ def test_two_hostnames_under_srun(four_nodes, lib):
     (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("HOSTS")]
     assert line.split()[1:] == ["n1", "n2"], proc.stdout
     assert "Sorry!" not in proc.stderr and "help file" not in proc.stderr, proc.stderr
+
+
+def test_a_rank_that_fails_ends_the_step_at_once(four_nodes):
+    """One rank exits with an error before the others' collective: srun ends the step (--kill-on-bad-exit) instead of
+    leaving the rest waiting in it until the launch's timeout."""
+    lib = "mpich"
+    launch.require_env(lib)
+    program = "import sys; from mpi4py import MPI; c = MPI.COMM_WORLD; c.rank == 1 and sys.exit(3); c.Barrier()"
+    argv, env = launch.srun_command(lib, 2, 2, [str(launch.python_of(lib)), "-c", program])
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, env={**env, **four_nodes.env()}, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and time.monotonic() - t0 < 60, proc.stdout + proc.stderr
 
 
 def other_tuning_file(own: str) -> str:

@@ -68,7 +68,7 @@ def _switched(plan: RunPlan, train) -> list:
     knobs. With ARDLAB_PROBE_PHASES set, each phase is marked for ``ardlab.comm.probe.probe_switched``."""
     from mpi4py import MPI
 
-    from ardlab.comm.probe import PHASE, SWITCHING, _mark
+    from ardlab.comm.probe import PHASE, SWITCHING, mark
     from ardlab.comm.switch import Switch
 
     marks = bool(os.environ.get("ARDLAB_PROBE_PHASES"))
@@ -76,10 +76,10 @@ def _switched(plan: RunPlan, train) -> list:
     with Switch(plan.library) as sw:
         for i, (name, pos) in enumerate(zip(plan.switch, plan.switch_positions)):
             if marks:
-                _mark(MPI.COMM_WORLD, f"{PHASE} {i} {name} {SWITCHING}")
+                mark(MPI.COMM_WORLD, f"{PHASE} {i} {name} {SWITCHING}")
             comm = sw.to(name)
             if marks:
-                _mark(MPI.COMM_WORLD, f"{PHASE} {i} {name}")
+                mark(MPI.COMM_WORLD, f"{PHASE} {i} {name}")
             row = train(plan, comm, name)
             if row is not None:
                 plan.stamp(row).update(position=pos, launch_variants=str(len(plan.switch)))

@@ -29,18 +29,18 @@ from ardlab.comm.libraries import DEFAULT, LIBRARIES, TUNED
 TUNED_PHASE = "microbench_tuned/"  # groups whose name starts so measure tuned files (ardlab.study.config)
 
 
-def _rounds(g: pd.DataFrame, value: str) -> pd.DataFrame:
+def by_round(g: pd.DataFrame, value: str) -> pd.DataFrame:
     """round x variant ('library/algorithm') table of `value` (one row per round)."""
     return g.assign(variant=g.library + "/" + g.algorithm).pivot_table(
         index="round", columns="variant", values=value, aggfunc="first")
 
 
-def _summary(x: pd.Series) -> dict:
+def median_summary(x: pd.Series) -> dict:
     med, lo, hi, level = median_ci(x.to_numpy())
     return {"median": med, "ci_low": lo, "ci_high": hi, "ci_level": level, "rounds": int(x.notna().sum())}
 
 
-def _speedup(faster_if_lower: bool, base: pd.Series, other: pd.Series, prefix: str) -> dict:
+def paired_speedup(faster_if_lower: bool, base: pd.Series, other: pd.Series, prefix: str) -> dict:
     """Speedup of `other` over `base` (aligned by round) with its interval and verdict, keys prefixed."""
     if faster_if_lower:
         sp, lo, hi = speedup_ci(base.to_numpy(), other.to_numpy())
@@ -56,17 +56,17 @@ def main_phase(b: pd.DataFrame) -> pd.DataFrame:
 def microbench_speedup(b: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (group, ranks, nodes, size), g in main_phase(b).groupby(["group", "ranks", "nodes", "size_bytes"]):
-        piv = _rounds(g, "avg_us")
+        piv = by_round(g, "avg_us")
         impl = dict(zip(g.library + "/" + g.algorithm, g.implementation))
         for variant in piv.columns:
             lib, alg = variant.split("/", 1)
-            s = _summary(piv[variant])
+            s = median_summary(piv[variant])
             row = {"group": group, "library": lib, "ranks": ranks, "nodes": nodes, "size_bytes": size,
                    "algorithm": alg, "implementation": impl[variant], "median_us": s["median"],
                    "ci_low_us": s["ci_low"], "ci_high_us": s["ci_high"], "ci_level": s["ci_level"],
                    "rounds": s["rounds"]}
             d = f"{lib}/{DEFAULT}"
-            row.update(_speedup(True, piv[d], piv[variant], "speedup_vs_default") if d in piv else
+            row.update(paired_speedup(True, piv[d], piv[variant], "speedup_vs_default") if d in piv else
                        {"speedup_vs_default": np.nan, "speedup_vs_default_ci_low": np.nan,
                         "speedup_vs_default_ci_high": np.nan, "speedup_vs_default_verdict": TOO_FEW})
             rows.append(row)
@@ -76,16 +76,16 @@ def microbench_speedup(b: pd.DataFrame) -> pd.DataFrame:
 def across_libraries(b: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (group, ranks, nodes, size), g in main_phase(b).groupby(["group", "ranks", "nodes", "size_bytes"]):
-        piv = _rounds(g, "avg_us")
+        piv = by_round(g, "avg_us")
         med = piv.median()
         best, worst = med.idxmin(), med.idxmax()
         row = {"group": group, "ranks": ranks, "nodes": nodes, "size_bytes": size, "best": best,
                "best_median_us": med[best], "worst": worst}
-        row.update(_speedup(True, piv[worst], piv[best], "speedup_vs_worst"))
+        row.update(paired_speedup(True, piv[worst], piv[best], "speedup_vs_worst"))
         for lib in LIBRARIES:
             d = f"{lib}/{DEFAULT}"
             if d in piv:
-                row.update(_speedup(True, piv[d], piv[best], f"speedup_vs_{lib}_default"))
+                row.update(paired_speedup(True, piv[d], piv[best], f"speedup_vs_{lib}_default"))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -128,7 +128,7 @@ def loss_check(t: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     rows = []
     for (group, ranks), g in t.groupby(["group", "ranks"]):
-        piv = _rounds(g, "final_loss")
+        piv = by_round(g, "final_loss")
         dep = piv.sub(piv.median(axis=1), axis=0).abs().div(piv.median(axis=1).abs(), axis=0).max()
         for variant, d in dep.items():
             lib, alg = variant.split("/", 1)
@@ -151,19 +151,19 @@ def training(t: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (group, fw, model, mode, ranks, nodes), g in t.groupby(["group", "framework", "model", "parallel_mode",
                                                                  "ranks", "nodes"]):
-        piv = _rounds(g, "img_per_s")
+        piv = by_round(g, "img_per_s")
         worst = piv.median().idxmin()
         for variant in piv.columns:
             lib, alg = variant.split("/", 1)
-            s = _summary(piv[variant])
+            s = median_summary(piv[variant])
             row = {"group": group, "framework": fw, "model": model, "parallel_mode": mode, "ranks": ranks,
                    "nodes": nodes, "library": lib, "algorithm": alg, "img_per_s": s["median"], "ci_low": s["ci_low"],
                    "ci_high": s["ci_high"], "ci_level": s["ci_level"], "rounds": s["rounds"]}
             d = f"{lib}/{DEFAULT}"
             if d in piv:
-                row.update(_speedup(False, piv[d], piv[variant], "speedup_vs_default"))
+                row.update(paired_speedup(False, piv[d], piv[variant], "speedup_vs_default"))
             row["worst"] = worst
-            row.update(_speedup(False, piv[worst], piv[variant], "speedup_vs_worst"))
+            row.update(paired_speedup(False, piv[worst], piv[variant], "speedup_vs_worst"))
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -180,7 +180,7 @@ def tuned(b: pd.DataFrame, t: pd.DataFrame) -> pd.DataFrame:
         parts.append((t, "img_per_s", False, ["group", "ranks"]))
     for df, value, lower, keys in parts:
         for key, g in df.groupby(keys):
-            piv = _rounds(g, value)
+            piv = by_round(g, value)
             for lib in LIBRARIES:
                 tu, d = f"{lib}/{TUNED}", f"{lib}/{DEFAULT}"
                 if tu not in piv:
@@ -193,7 +193,7 @@ def tuned(b: pd.DataFrame, t: pd.DataFrame) -> pd.DataFrame:
                 for versus, col in (("default", d), ("best single algorithm", best)):
                     if col in piv:
                         rows.append({**base, "versus": versus, "versus_algorithm": col.split("/", 1)[1],
-                                     **_speedup(lower, piv[col], piv[tu], "speedup")})
+                                     **paired_speedup(lower, piv[col], piv[tu], "speedup")})
     return pd.DataFrame(rows, columns=["workload", "group", "library", "ranks", "size_bytes", "versus",
                                        "versus_algorithm", "speedup", "speedup_ci_low", "speedup_ci_high",
                                        "speedup_verdict"])
@@ -208,7 +208,7 @@ def tuned_summary(b: pd.DataFrame, tu: pd.DataFrame) -> pd.DataFrame:
         counts = {v: int((g.speedup_verdict == v).sum()) for v in (FASTER, SLOWER, SAME, TOO_FEW)}
         if group.startswith(TUNED_PHASE):
             d = b[(b.group == group) & (b.library == lib)]
-            per_size = {size: _rounds(x, "avg_us") for size, x in d.groupby("size_bytes")}
+            per_size = {size: by_round(x, "avg_us") for size, x in d.groupby("size_bytes")}
             sizes = sorted(set(g.size_bytes))
             base_col = dict(zip(g.size_bytes, g.versus_algorithm))
             base = np.column_stack([per_size[z][f"{lib}/{base_col[z]}"].to_numpy() for z in sizes])

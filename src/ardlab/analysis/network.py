@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ardlab.analysis.comparisons import _rounds, _summary, main_phase
+from ardlab.analysis.comparisons import by_round, median_summary, main_phase
 from ardlab.cluster.links import allreduce_wire_us
 from ardlab.comm.libraries import wire_family
 from ardlab.comm.traffic import model
@@ -41,12 +41,12 @@ def bound(b: pd.DataFrame) -> pd.DataFrame:
             ["group", "ranks", "nodes", "link_rate", "size_bytes"]):
         if size < BOUND_FROM_BYTES:
             continue
-        piv = _rounds(g, "avg_us")
+        piv = by_round(g, "avg_us")
         bound_us = allreduce_wire_us(nodes, size, rate)
         for lib, cols in pd.Series(piv.columns).groupby(pd.Series(piv.columns).str.split("/").str[0]):
             med = piv[list(cols)].median()
             best = med.idxmin()
-            s = _summary(piv[best])
+            s = median_summary(piv[best])
             rows.append({"group": group, "library": lib, "nodes": nodes, "ranks": ranks, "link_rate": rate,
                          "size_bytes": size, "best_algorithm": best.split("/", 1)[1], "median_us": s["median"],
                          "ci_low_us": s["ci_low"], "ci_high_us": s["ci_high"], "ci_level": s["ci_level"],

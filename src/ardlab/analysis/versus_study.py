@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ardlab.analysis.comparisons import _rounds, _speedup
+from ardlab.analysis.comparisons import by_round, paired_speedup
 from ardlab.analysis.stats import FASTER, TOO_FEW
 from ardlab.comm.libraries import DEFAULT, TUNED
 
@@ -119,8 +119,8 @@ def table(train: pd.DataFrame, t: pd.DataFrame, picks: dict | None = None) -> pd
     for r in best.itertuples():
         if r.group in worst_default.index:
             w = worst_default.loc[r.group]
-            piv = _rounds(t[t.group == r.group], "img_per_s")
-            s = _speedup(False, piv[f"{w.library}/{DEFAULT}"], piv[f"{r.library}/{r.algorithm}"], "speedup_vs_wd")
+            piv = by_round(t[t.group == r.group], "img_per_s")
+            s = paired_speedup(False, piv[f"{w.library}/{DEFAULT}"], piv[f"{r.library}/{r.algorithm}"], "speedup_vs_wd")
             vs_default.append({**r._asdict(), **s, "worst_default": w.library})
     vs = pd.DataFrame(vs_default)
     r, sig = _largest(vs, "speedup_vs_wd") if len(vs) else (None, 0)

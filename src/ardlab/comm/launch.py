@@ -171,12 +171,16 @@ def srun_command(library_name: str, ranks: int, nodes: int, inner: Sequence[str]
                  extra_env: Mapping[str, str] | None = None, srun_mpi: str | None = None
                  ) -> tuple[list[str], dict[str, str]]:
     """(argv, env) that run `inner` (a full command) as `ranks` ranks on `nodes` nodes with Slurm's srun and the
-    table's PMI plugin for the library; the table's srun settings yield to the caller's (a site's own PMI library)."""
+    table's PMI plugin for the library; the table's srun settings yield to the caller's (a site's own PMI library).
+    A rank that fails ends the step at once (--kill-on-bad-exit): the others would otherwise wait for it, in
+    MPI_Init or in a collective, until the launch's timeout (seen: 2 of 4 MPICH ranks gone, 2 spinning in
+    MPI_Init_thread for 9 minutes)."""
     lib = library(library_name)
     if ranks < nodes:
         raise ValueError(f"{ranks} ranks cannot spread over {nodes} nodes")
     env = {**lib.srun_env, **os.environ, **run_env(library_name, algorithm), **(extra_env or {})}
-    return ["srun", f"--mpi={srun_mpi or lib.srun_mpi}", "-n", str(ranks), "-N", str(nodes), *inner], env
+    return ["srun", f"--mpi={srun_mpi or lib.srun_mpi}", "--kill-on-bad-exit=1", "-n", str(ranks), "-N", str(nodes),
+            *inner], env
 
 
 def run(

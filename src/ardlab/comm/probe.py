@@ -58,12 +58,12 @@ def _worker(count: int, calls: int, noncommutative: bool, switch: list[str] | No
     if switch:
         _phases(comm, switch, lambda c: [c.Allreduce(x, y, op=op) for _ in range(calls)])
         return
-    _mark(comm, MARK)
+    mark(comm, MARK)
     for _ in range(calls):
         comm.Allreduce(x, y, op=op)
 
 
-def _mark(comm, text: str) -> None:
+def mark(comm, text: str) -> None:
     """Print `text` on both streams once every rank got here, and let every rank's line reach the launcher before
     any rank goes on. MPICH prints its fallback messages on stderr, gdb its hits on stdout: one rank's lines stay in
     order on each."""
@@ -84,9 +84,9 @@ def _phases(comm, algorithms: list[str], calls) -> None:
 
     with Switch(detect(MPI.Get_library_version())[0].name, comm) as sw:
         for i, name in enumerate(algorithms):
-            _mark(comm, f"{PHASE} {i} {name} {SWITCHING}")  # what the switch itself calls (a Dup) counts nowhere
+            mark(comm, f"{PHASE} {i} {name} {SWITCHING}")  # what the switch itself calls (a Dup) counts nowhere
             use = sw.to(name)
-            _mark(comm, f"{PHASE} {i} {name}")
+            mark(comm, f"{PHASE} {i} {name}")
             calls(use)
 
 

@@ -191,11 +191,51 @@ def run(cfg: TFConfig, comm=None, algorithm_label: str | None = None) -> dict | 
         hvd.shutdown()
 
 
+def _optimizer(tf, cfg: TFConfig):
+    """The Keras optimizer `cfg` names, at its learning rate."""
+    if cfg.optimizer == "sgd":
+        return tf.keras.optimizers.SGD(cfg.lr, momentum=cfg.momentum)
+    makers = {"adam": tf.keras.optimizers.Adam, "rmsprop": tf.keras.optimizers.RMSprop,
+              "nadam": tf.keras.optimizers.Nadam}
+    if cfg.optimizer not in makers:
+        raise ValueError(f"unknown optimizer {cfg.optimizer!r}; valid: sgd, {', '.join(makers)}")
+    return makers[cfg.optimizer](cfg.lr)
+
+
+def _distributed_step(tf, hvd, model, loss_fn, opt, classes: int):
+    """One training step whose gradients Horovod averages over the ranks: (loss, accuracy, top-5) of its batch."""
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = loss_fn(y, logits)
+        tape = hvd.DistributedGradientTape(tape)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        acc = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, 1), y), tf.float32))
+        top5 = tf.reduce_mean(tf.cast(tf.math.in_top_k(y, logits, min(5, classes)), tf.float32))
+        return loss, acc, top5
+
+    return step
+
+
+def _feed(tf, train, global_batch: int, rank: int, size: int, seed: int):
+    """This rank's share of each global batch, epoch after epoch, as tensors."""
+    from ardlab.nn import data
+
+    epoch = 0
+    while True:
+        for x, y in data.batches(train, global_batch, rank, size, epoch, seed):
+            yield tf.constant(x), tf.constant(y.astype(np.int64))
+        epoch += 1
+
+
 def _train(tf, hvd, cfg: TFConfig, algorithm_label: str | None) -> dict | None:
     """run()'s training, once Horovod has started."""
     from ardlab.comm import detect, forced_algorithm
     from ardlab.horovod import models
-    from ardlab.nn import data, losses
+    from ardlab.nn import losses
     from ardlab.results import knobs_in_force, summary_row, utc_now
     from mpi4py import MPI
 
@@ -209,39 +249,13 @@ def _train(tf, hvd, cfg: TFConfig, algorithm_label: str | None) -> dict | None:
     model = models.build(cfg.model, train.x.shape[1:], train.classes)
     if model.output_shape[1:] != (train.classes,):
         raise ValueError(f"model {cfg.model} outputs {model.output_shape[1:]}, data has {train.classes} classes")
-    if cfg.optimizer == "sgd":
-        opt = tf.keras.optimizers.SGD(cfg.lr, momentum=cfg.momentum)
-    elif cfg.optimizer in ("adam", "rmsprop", "nadam"):
-        opt = {"adam": tf.keras.optimizers.Adam, "rmsprop": tf.keras.optimizers.RMSprop,
-               "nadam": tf.keras.optimizers.Nadam}[cfg.optimizer](cfg.lr)
-    else:
-        raise ValueError(f"unknown optimizer {cfg.optimizer!r}; valid: sgd, rmsprop, adam, nadam")
+    opt = _optimizer(tf, cfg)
     # keras.applications end in softmax unless told otherwise; ours give logits.
     from_logits = model.layers[-1].get_config().get("activation") != "softmax"
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits)
-
-    @tf.function
-    def step(x, y):
-        with tf.GradientTape() as tape:
-            logits = model(x, training=True)
-            loss = loss_fn(y, logits)
-        tape = hvd.DistributedGradientTape(tape)
-        grads = tape.gradient(loss, model.trainable_variables)
-        opt.apply_gradients(zip(grads, model.trainable_variables))
-        acc = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, 1), y), tf.float32))
-        top5 = tf.reduce_mean(tf.cast(tf.math.in_top_k(y, logits, min(5, train.classes)), tf.float32))
-        return loss, acc, top5
-
+    step = _distributed_step(tf, hvd, model, loss_fn, opt, train.classes)
     hvd.broadcast_variables(model.variables, root_rank=0)  # same start everywhere, before any step
-
-    def feed():
-        epoch = 0
-        while True:
-            for x, y in data.batches(train, global_batch, rank, size, epoch, cfg.seed):
-                yield tf.constant(x), tf.constant(y.astype(np.int64))
-            epoch += 1
-
-    batches = feed()
+    batches = _feed(tf, train, global_batch, rank, size, cfg.seed)
     total = cfg.warmup_batches + cfg.iterations * cfg.batches_per_iter
     bar = None
     if cfg.progress and rank == 0:
