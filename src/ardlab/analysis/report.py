@@ -58,9 +58,10 @@ def trusted(t: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return cmp.agreeing(t, check), check
 
 
-def analyse(b: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Every table of a run, by name (empty frames where the run has no such data). The training table lists every
-    variant with its loss check; every other table and claim leaves out the variants whose loss disagrees."""
+def analyse(b: pd.DataFrame, t: pd.DataFrame, picks: dict | None = None) -> dict[str, pd.DataFrame]:
+    """Every table of a run, by name (empty frames where the run has no such data); `picks` as
+    ``versus_study.read_picks``. The training table lists every variant with its loss check; every other table and
+    claim leaves out the variants whose loss disagrees."""
     speedups = cmp.microbench_speedup(b) if len(b) else pd.DataFrame()
     across = cmp.across_libraries(b) if len(b) else pd.DataFrame()
     t_all, (t, check) = t, trusted(t)
@@ -73,7 +74,9 @@ def analyse(b: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
            "drift": cmp.drift(b, t), "claims": cmp.claims(speedups, across, train, tu),
            "headline": cmp.headline(speedups, across, train, tuned_sum),
            "network_bound": network.bound(b) if len(b) else pd.DataFrame(),
-           "network_traffic": network.traffic(b) if len(b) else pd.DataFrame()}
+           "network_traffic": network.traffic(b) if len(b) else pd.DataFrame(),
+           "study_vs_ardlab": versus_study.table(train, t, picks),
+           "selection_vs_share": versus_study.points(train, t, picks)}
     return out
 
 
@@ -81,8 +84,8 @@ def _with_check(train: pd.DataFrame, check: pd.DataFrame, t_all: pd.DataFrame) -
     """The training table of every variant (those whose loss disagrees too), with the loss check's columns."""
     if t_all.empty:
         return train
-    table = train if len(check) == 0 or check.loss_agrees.ne(False).fillna(True).all() else cmp.training(t_all)
-    return table.merge(check, on=["group", "library", "algorithm"], how="left")
+    flagged = check.loss_agrees.eq(False).fillna(False).astype(bool).any()
+    return (cmp.training(t_all) if flagged else train).merge(check, on=["group", "library", "algorithm"], how="left")
 
 
 def run_files(run: str | Path) -> tuple[list[Path], list[Path]]:
@@ -100,12 +103,7 @@ def report(bench_files, train_files, results: str | Path, figures_dir: str | Pat
     b, t = read.bench(bench_files), read.train(train_files)
     tables = results / "tables"
     written = []
-    made = analyse(b, t)
-    picked = versus_study.read_picks(results)
-    t_ok = trusted(t)[0]  # the variants whose loss disagrees make no claim
-    train_ok = cmp.training(t_ok) if len(t_ok) else pd.DataFrame()
-    made["study_vs_ardlab"] = versus_study.table(train_ok, t_ok, picked)
-    made["selection_vs_share"] = versus_study.points(train_ok, t_ok, picked)
+    made = analyse(b, t, versus_study.read_picks(results))
     tuned = (len(b) and (b.algorithm == TUNED).any()) or (len(t) and (t.algorithm == TUNED).any())
     several = bool(len(b)) and bool((b.nodes > 1).any())
     for name in tables_made(microbench=len(b) > 0, training=len(t) > 0, tuned=bool(tuned), network=several):
