@@ -124,7 +124,7 @@ def test_a_rank_that_fails_ends_the_step_at_once(four_nodes):
     leaving the rest waiting in it until the launch's timeout."""
     lib = "mpich"
     launch.require_env(lib)
-    program = "import sys; from mpi4py import MPI; c = MPI.COMM_WORLD; c.rank == 1 and sys.exit(3); c.Barrier()"
+    program = "import os; from mpi4py import MPI; c = MPI.COMM_WORLD; c.rank == 1 and os._exit(3); c.Barrier()"
     argv, env = launch.srun_command(lib, 2, 2, [str(launch.python_of(lib)), "-c", program])
     t0 = time.monotonic()
     proc = subprocess.run(argv, env={**env, **four_nodes.env()}, capture_output=True, text=True, timeout=120)
