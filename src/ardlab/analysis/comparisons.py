@@ -129,7 +129,8 @@ def loss_check(t: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (group, ranks), g in t.groupby(["group", "ranks"]):
         piv = by_round(g, "final_loss")
-        dep = piv.sub(piv.median(axis=1), axis=0).abs().div(piv.median(axis=1).abs(), axis=0).max()
+        med = piv.median(axis=1)
+        dep = piv.sub(med, axis=0).abs().div(med.abs(), axis=0).max()
         for variant, d in dep.items():
             lib, alg = variant.split("/", 1)
             agrees = bool(d <= LOSS_RTOL) if ranks == EXACT_LOSS_RANKS and not np.isnan(d) else pd.NA

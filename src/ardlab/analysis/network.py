@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ardlab.analysis.comparisons import by_round, median_summary, main_phase
+from ardlab.analysis.comparisons import by_round, main_phase, median_summary
 from ardlab.cluster.links import allreduce_wire_us
 from ardlab.comm.libraries import wire_family
 from ardlab.comm.traffic import model

@@ -120,7 +120,8 @@ def table(train: pd.DataFrame, t: pd.DataFrame, picks: dict | None = None) -> pd
         if r.group in worst_default.index:
             w = worst_default.loc[r.group]
             piv = by_round(t[t.group == r.group], "img_per_s")
-            s = paired_speedup(False, piv[f"{w.library}/{DEFAULT}"], piv[f"{r.library}/{r.algorithm}"], "speedup_vs_wd")
+            s = paired_speedup(False, piv[f"{w.library}/{DEFAULT}"], piv[f"{r.library}/{r.algorithm}"],
+                               "speedup_vs_wd")
             vs_default.append({**r._asdict(), **s, "worst_default": w.library})
     vs = pd.DataFrame(vs_default)
     r, sig = _largest(vs, "speedup_vs_wd") if len(vs) else (None, 0)
