@@ -8,6 +8,7 @@ report does not run.
 
 import copy
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -152,6 +153,28 @@ def test_ranks_per_node_and_budget_shape_the_jobs(tmp_path):
     assert sorted({(j.nodes, j.ranks) for j in jobs["microbench"]}) == [(2, 2), (3, 3), (4, 4)]
     (variant, *_) = commands.comparison(jobs["microbench"][0], cfg, "x.csv").variants
     assert variant.options["budget_mib"] == 8 and variant.options["max_iterations"] == 50
+
+
+def test_a_job_hands_its_comparison_to_the_driver_in_a_plan_file(tmp_path):
+    """A job's command is one short line naming a plan file beside the job's log; the file holds the whole
+    comparison, planning the job again names the same file, and a changed comparison names a new one (so Snakemake's
+    params trigger reruns the job)."""
+    from ardlab.plan import Comparison
+
+    _, cfg = tiny(tmp_path)
+    cfg = study.validate(cfg)
+    job = study.jobs(cfg)["microbench"][0]
+    out = f"{cfg['results']}/{job.path}"
+    cmd = commands.command(job, cfg, out)
+    argv = shlex.split(cmd)
+    plan = Path(argv[argv.index("--comparison") + 1])
+    assert len(cmd) < 400 and "{" not in cmd, cmd
+    assert plan.parent == Path(cfg["results"]) / "logs" / Path(job.path).parent
+    assert plan.name.startswith(Path(job.path).stem + ".plan-")
+    assert Comparison.from_json(plan.read_text()) == commands.comparison(job, cfg, out)
+    assert commands.command(job, cfg, out) == cmd
+    changed = commands.command(job, {**cfg, "seed": cfg["seed"] + 1}, out)
+    assert changed != cmd and len(list(plan.parent.glob("*.plan-*.json"))) == 2
 
 
 def test_library_env_reaches_that_librarys_ranks_only(tmp_path):

@@ -235,7 +235,7 @@ def _run(args: argparse.Namespace) -> int:
     from ardlab.driver import run_comparison
     from ardlab.plan import Comparison
 
-    run_comparison(Comparison.from_json(args.comparison_json))
+    run_comparison(Comparison.from_json(Path(args.comparison).read_text()))
     return 0
 
 
@@ -485,7 +485,8 @@ def _predict_parser(s):
 
 
 def _run_parser(s):
-    s.add_argument("--comparison-json", required=True, help="the comparison (ardlab.plan.Comparison as JSON)")
+    s.add_argument("--comparison", required=True, metavar="FILE",
+                   help="the comparison: a file of ardlab.plan.Comparison as JSON (the workflow writes one per job)")
     s.set_defaults(func=_run)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -32,7 +33,7 @@ from ardlab import rounds
 from ardlab.comm import launch
 from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, TUNED, library, run_env
 from ardlab.plan import Comparison, RunPlan
-from ardlab.results import BENCH_COLUMNS, TRAIN_COLUMNS, picked, selected_algorithms, write_csv
+from ardlab.results import BENCH_COLUMNS, TRAIN_COLUMNS, picked, selected_algorithms, utc_now, write_csv
 
 
 def forced(plan: RunPlan) -> str:
@@ -207,6 +208,8 @@ def run_comparison(c: Comparison) -> list[dict]:
     rows: list[dict] = []
     bar = tqdm(total=len(plans) * c.rounds, desc=c.group or "rounds", unit="launch", disable=not c.progress,
                file=sys.stderr)
+    if not c.progress:  # a workflow job's log, which a retry appends to: when and where each attempt started
+        print(f"{c.group}: attempt started {utc_now()} on {socket.gethostname()}", flush=True)
     with _workdir(c.output) as tmp:
         for r, indices in enumerate(order, start=c.first_round):
             for plan, positions in launches(plans, indices, c.switch_in_launch):

@@ -20,4 +20,4 @@ for kind in study.PATTERNS:
         resources: measure=1, mpi=MPI, runtime=job_resource(kind, "runtime"), nodes=job_resource(kind, "nodes"),
             tasks=job_resource(kind, "tasks"), cpus_per_task=job_resource(kind, "cpus_per_task"),
             mem_mb=job_resource(kind, "mem_mb"),
-        shell: "{params.cmd} > {log} 2>&1"
+        shell: "{params.cmd} >> {log} 2>&1"  # appended: a retry keeps the failed attempt's output above its own

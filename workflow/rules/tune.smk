@@ -28,4 +28,4 @@ rule tune_check:
         tasks=lambda wc: commands.tuned_check_resources(config, wc.scale)["tasks"],
         cpus_per_task=lambda wc: commands.tuned_check_resources(config, wc.scale)["cpus_per_task"],
         mem_mb=lambda wc: commands.tuned_check_resources(config, wc.scale)["mem_mb"],
-    shell: "{params.cmd} > {log} 2>&1"
+    shell: "{params.cmd} >> {log} 2>&1"  # appended, as the measurement jobs' logs

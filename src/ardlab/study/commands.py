@@ -1,7 +1,7 @@
 """The shell command and resources of each workflow job.
 
 A measurement job is one round of one comparison group (``ardlab.study.config.Job``): it runs ardlab's driver on
-the group's comparison (``ardlab run --comparison-json``), whose variants are built by the same validated
+the group's comparison (``ardlab run --comparison FILE``), whose variants are built by the same validated
 builders as the CLI's. The driver launches each variant once, in the round's shuffled order, with the config's
 launcher:
 - local: the library's mpiexec from its environment (``.envs/<library>``);
@@ -13,6 +13,8 @@ and kills a hung launch after the timeout.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -137,10 +139,32 @@ def inputs(job: Job, config: dict) -> list[str]:
     return out
 
 
-def command(job: Job, config: dict, output: str) -> str:
-    """The shell command of a measurement job: the driver, given the job's comparison."""
-    argv = [sys.executable, "-m", "ardlab.cli", "run", "--comparison-json", comparison(job, config, output).to_json()]
+def plan_file(config: dict, comp: Comparison) -> str:
+    """The file that hands a job's comparison to the driver: beside the job's log (``logs/<output>.plan-<digest>.json``),
+    written when the job is planned. Its name carries a digest of its contents, so a changed comparison is a changed
+    command (Snakemake's params trigger) and a file is never rewritten under a running job; the job's command stays
+    one readable line instead of kilobytes of JSON."""
+    text = comp.to_json()
+    results = Path(config["results"])
+    relative = Path(comp.output).relative_to(results)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    path = results / "logs" / relative.with_suffix(f".plan-{digest}.json")
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_name(f".{path.name}.{os.getpid()}")
+        scratch.write_text(text)
+        os.replace(scratch, path)  # whole or absent, whoever else plans the same job at the same time
+    return str(path)
+
+
+def _run_command(config: dict, comp: Comparison) -> str:
+    argv = [sys.executable, "-m", "ardlab.cli", "run", "--comparison", plan_file(config, comp)]
     return " ".join([*_envs_prefix(config), *map(shlex.quote, argv)])
+
+
+def command(job: Job, config: dict, output: str) -> str:
+    """The shell command of a measurement job: the driver, given the job's comparison (in its plan file)."""
+    return _run_command(config, comparison(job, config, output))
 
 
 def bench_files(config: dict, jobs: dict, nodes: int, ranks: int) -> list[str]:
@@ -179,8 +203,7 @@ def tuned_check_plan(config: dict, lib: str, scale: str, tuned_path: str, output
 def tuned_check_command(config: dict, lib: str, scale: str, tuned_path: str, output: str) -> str:
     """The shell command of a tuned file's check: the driver, given the check's one-variant comparison."""
     comp = allreduce.comparison(tuned_check_plan(config, lib, scale, tuned_path, output), seed=config["seed"])
-    argv = [sys.executable, "-m", "ardlab.cli", "run", "--comparison-json", comp.to_json()]
-    return " ".join([*_envs_prefix(config), *map(shlex.quote, argv)])
+    return _run_command(config, comp)
 
 
 def tuned_check_resources(config: dict, scale: str) -> dict:
