@@ -156,7 +156,7 @@ def test_ranks_per_node_and_budget_shape_the_jobs(tmp_path):
 
 
 def test_a_job_hands_its_comparison_to_the_driver_in_a_plan_file(tmp_path):
-    """A job's command is one short line naming a plan file beside the job's log; the file holds the whole
+    """A job's command is one short line naming a plan file in the run's hidden .plans folder; the file holds the whole
     comparison, planning the job again names the same file, and a changed comparison names a new one (so Snakemake's
     params trigger reruns the job)."""
     from ardlab.plan import Comparison
@@ -169,12 +169,11 @@ def test_a_job_hands_its_comparison_to_the_driver_in_a_plan_file(tmp_path):
     argv = shlex.split(cmd)
     plan = Path(argv[argv.index("--comparison") + 1])
     assert len(cmd) < 400 and "{" not in cmd, cmd
-    assert plan.parent == Path(cfg["results"]) / "logs" / Path(job.path).parent
-    assert plan.name.startswith(Path(job.path).stem + ".plan-")
+    assert plan.parent == Path(cfg["results"]) / commands.PLANS
     assert Comparison.from_json(plan.read_text()) == commands.comparison(job, cfg, out)
     assert commands.command(job, cfg, out) == cmd
     changed = commands.command(job, {**cfg, "seed": cfg["seed"] + 1}, out)
-    assert changed != cmd and len(list(plan.parent.glob("*.plan-*.json"))) == 2
+    assert changed != cmd and len(list(plan.parent.glob("*.json"))) == 2
 
 
 def test_library_env_reaches_that_librarys_ranks_only(tmp_path):

@@ -139,16 +139,18 @@ def inputs(job: Job, config: dict) -> list[str]:
     return out
 
 
+# Where a run keeps the comparisons its jobs were handed (ignored by git: each is also in the job's command line).
+PLANS = ".plans"
+
+
 def plan_file(config: dict, comp: Comparison) -> str:
-    """The file that hands a job's comparison to the driver: beside the job's log (``logs/<output>.plan-<digest>.json``),
-    written when the job is planned. Its name carries a digest of its contents, so a changed comparison is a changed
-    command (Snakemake's params trigger) and a file is never rewritten under a running job; the job's command stays
-    one readable line instead of kilobytes of JSON."""
+    """The file that hands a job's comparison to the driver, so that the job's command stays one readable line instead
+    of kilobytes of JSON: ``<results>/.plans/<digest>.json``, written when the job is planned (Snakemake evaluates
+    every planned job's command, dry runs too, so the folder is hidden and the name is the contents' digest: the same
+    comparison is one file however often it is planned, a changed comparison is a changed command, which Snakemake's
+    params trigger sees, and no file is ever rewritten under a running job)."""
     text = comp.to_json()
-    results = Path(config["results"])
-    relative = Path(comp.output).relative_to(results)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
-    path = results / "logs" / relative.with_suffix(f".plan-{digest}.json")
+    path = Path(config["results"]) / PLANS / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         scratch = path.with_name(f".{path.name}.{os.getpid()}")
