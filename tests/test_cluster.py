@@ -119,6 +119,38 @@ def test_two_hostnames_under_srun(four_nodes, lib):
     assert "Sorry!" not in proc.stderr and "help file" not in proc.stderr, proc.stderr
 
 
+# A rank that sends Slurm's pmi2 plugin what MPICH sometimes does: a PMI-1 `put` longer than the 1024 bytes the plugin
+# reads of one request (docs/cluster.md). The first launch does so and then waits for an answer, as MPICH's ranks do
+# in MPI_Init; the launch after it starts normally.
+_LONG_PUT = """
+import os, sys, time
+from pathlib import Path
+first = Path(sys.argv[1])
+if os.environ["SLURM_PROCID"] == "0" and not first.exists():
+    first.touch()
+    fd = int(os.environ["PMI_FD"])
+    os.write(fd, b"cmd=init pmi_version=1 pmi_subversion=1\\n")
+    os.read(fd, 1024)
+    os.write(fd, b"cmd=put kvsname=x key=k value=" + b"AB" * 550 + b"\\n")
+    time.sleep(600)  # as MPICH's ranks do, waiting in MPI_Init for what never comes
+print("STARTED", os.environ["SLURM_PROCID"], flush=True)
+"""
+
+
+def test_a_launch_whose_pmi_request_slurm_split_is_started_again(four_nodes, tmp_path, capsys):
+    """Slurm's pmi2 plugin parses a PMI-1 request over 1024 bytes as two broken ones and the rank waits forever: the
+    launch is killed when the plugin says so and started again (launch.execute), instead of waiting for its timeout."""
+    lib = "mpich"
+    launch.require_env(lib)
+    argv, env = launch.srun_command(lib, 2, 2, [str(launch.python_of(lib)), "-c", _LONG_PUT, str(tmp_path / "first")])
+    t0 = time.monotonic()
+    proc = launch.execute(argv, {**env, **four_nodes.env()}, timeout=120)
+    assert (tmp_path / "first").exists(), "the first launch did not send the long request"
+    assert proc.returncode == 0 and proc.stdout.count("STARTED") == 2, proc.stdout + proc.stderr
+    assert time.monotonic() - t0 < 60
+    assert "launching again, attempt 2 of" in capsys.readouterr().err
+
+
 def test_a_rank_that_fails_ends_the_step_at_once(four_nodes):
     """One rank exits with an error before the others' collective: srun ends the step (--kill-on-bad-exit) instead of
     leaving the rest waiting in it until the launch's timeout."""

@@ -11,7 +11,9 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -92,24 +94,72 @@ def scratch_env(folder: Path) -> dict[str, str]:
     return dict.fromkeys(RUNTIME_PATH_SETTINGS, str(folder))
 
 
+# What Slurm's pmi2 plugin says when it has read a PMI-1 request in two pieces: it reads one request with a single
+# read() of at most 1024 bytes, and MPICH's `put` of a segment of its UCX addresses (hex, zero runs compressed: the
+# length depends on the bytes) can be longer; the ranks then wait forever in MPI_Init (docs/cluster.md).
+PMI_SPLIT = "mpi/pmi2: value not properly terminated in client request"
+PMI_SPLIT_ATTEMPTS = 3  # a launch that hits it is started again, at most this often in all
+_POLL_S = 2.0
+
+
+class PmiRequestSplit(RuntimeError):
+    """Slurm's pmi2 plugin split a rank's PMI-1 request in every attempt of a launch."""
+
+
 def execute(argv: Sequence[str], env: Mapping[str, str], *, timeout: float | None = None,
             capture: bool = True) -> subprocess.CompletedProcess:
     """Run one launch (`argv` from ``command`` or a driver) with its own scratch folder; on a timeout (or an
     interrupt) the launcher and every process it started are killed and TimeoutExpired raised. The launch stays in
     the caller's process group, so whoever kills that group kills the ranks too. The scratch folder goes either
-    way; one left by a caller that was killed outright is removed by the next launch."""
+    way; one left by a caller that was killed outright is removed by the next launch.
+
+    A captured launch whose output shows Slurm's pmi2 plugin splitting a PMI-1 request (PMI_SPLIT: the ranks are
+    still in MPI_Init, nothing measured) is killed at once and started again, saying so on stderr, up to
+    PMI_SPLIT_ATTEMPTS launches in all; then PmiRequestSplit is raised."""
+    for attempt in range(1, PMI_SPLIT_ATTEMPTS + 1):
+        try:
+            return _execute_once(argv, env, timeout=timeout, capture=capture)
+        except PmiRequestSplit:
+            if attempt == PMI_SPLIT_ATTEMPTS:
+                raise
+            print(f"ardlab: Slurm's pmi2 plugin split a PMI-1 request of the ranks in MPI_Init ({PMI_SPLIT!r}; "
+                  f"docs/cluster.md): launching again, attempt {attempt + 1} of {PMI_SPLIT_ATTEMPTS}",
+                  file=sys.stderr, flush=True)
+    raise AssertionError("unreachable")
+
+
+def _execute_once(argv: Sequence[str], env: Mapping[str, str], *, timeout: float | None,
+                  capture: bool) -> subprocess.CompletedProcess:
     _remove_stale_scratch()
     with tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=SCRATCH_BASE) as folder:
         pipe = subprocess.PIPE if capture else None
         with subprocess.Popen(list(argv), env={**env, **scratch_env(Path(folder))}, text=True, stdout=pipe,
                               stderr=pipe) as proc:
             try:
-                out, err = proc.communicate(timeout=timeout)
+                out, err = _communicate(proc, timeout, watch=capture)
             except BaseException:
                 _kill_tree(proc.pid)
                 proc.wait()
                 raise
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _communicate(proc: subprocess.Popen, timeout: float | None, *, watch: bool) -> tuple[str, str]:
+    """proc.communicate(timeout), looking at the output every _POLL_S seconds for PMI_SPLIT when `watch`
+    (communicate keeps what it read across its timeouts)."""
+    if not watch:
+        return proc.communicate(timeout=timeout)
+    end = None if timeout is None else time.monotonic() + timeout
+    while True:
+        step = _POLL_S if end is None else min(_POLL_S, max(end - time.monotonic(), 0.0))
+        try:
+            return proc.communicate(timeout=step)
+        except subprocess.TimeoutExpired as partial:
+            seen = b"".join(x for x in (partial.stdout, partial.stderr) if isinstance(x, bytes))
+            if PMI_SPLIT.encode() in seen:
+                raise PmiRequestSplit(f"{PMI_SPLIT} (a rank's PMI-1 request split by Slurm's pmi2 plugin)") from None
+            if end is not None and time.monotonic() >= end:
+                raise subprocess.TimeoutExpired(proc.args, timeout) from None
 
 
 SCRATCH_PREFIX = "ardlab-launch-"

@@ -139,7 +139,8 @@ def inputs(job: Job, config: dict) -> list[str]:
     return out
 
 
-# Where a run keeps the comparisons its jobs were handed (ignored by git: each is also in the job's command line).
+# Where a run keeps the comparisons its jobs were handed (ignored by git: made again whenever a job is planned; the rows
+# record what each launch ran).
 PLANS = ".plans"
 
 
