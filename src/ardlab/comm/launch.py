@@ -114,11 +114,14 @@ def execute(argv: Sequence[str], env: Mapping[str, str], *, timeout: float | Non
     way; one left by a caller that was killed outright is removed by the next launch.
 
     A captured launch whose output shows Slurm's pmi2 plugin splitting a PMI-1 request (PMI_SPLIT: the ranks are
-    still in MPI_Init, nothing measured) is killed at once and started again, saying so on stderr, up to
+    still in MPI_Init, nothing measured) is killed at once (or, failed already, not taken) and started again, saying so on stderr, up to
     PMI_SPLIT_ATTEMPTS launches in all; then PmiRequestSplit is raised."""
     for attempt in range(1, PMI_SPLIT_ATTEMPTS + 1):
         try:
-            return _execute_once(argv, env, timeout=timeout, capture=capture)
+            # the attempt in the ranks' environment: the bytes MPICH sends are stray memory, and a launch started
+            # again exactly alike has been seen to send the same
+            again = {"ARDLAB_LAUNCH_ATTEMPT": str(attempt)} if attempt > 1 else {}
+            return _execute_once(argv, {**env, **again}, timeout=timeout, capture=capture)
         except PmiRequestSplit:
             if attempt == PMI_SPLIT_ATTEMPTS:
                 raise
@@ -141,6 +144,9 @@ def _execute_once(argv: Sequence[str], env: Mapping[str, str], *, timeout: float
                 _kill_tree(proc.pid)
                 proc.wait()
                 raise
+        if capture and proc.returncode != 0 and PMI_SPLIT in (out or "") + (err or ""):
+            raise PmiRequestSplit(f"{PMI_SPLIT} (a rank's PMI-1 request split by Slurm's pmi2 plugin; the launch "
+                                  f"exited {proc.returncode})")
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
