@@ -100,6 +100,7 @@ def scratch_env(folder: Path) -> dict[str, str]:
 PMI_SPLIT = "mpi/pmi2: value not properly terminated in client request"
 PMI_SPLIT_ATTEMPTS = 3  # a launch that hits it is started again, at most this often in all
 _POLL_S = 2.0
+STOP_GRACE_S = 15.0  # how long a stopped launch's launcher may take to end its ranks before everything is killed
 
 
 class PmiRequestSplit(RuntimeError):
@@ -141,6 +142,13 @@ def _execute_once(argv: Sequence[str], env: Mapping[str, str], *, timeout: float
             try:
                 out, err = _communicate(proc, timeout, watch=capture)
             except BaseException:
+                # SIGTERM first: srun then ends its job step on the nodes (a SIGKILLed srun leaves the step's ranks
+                # running there, holding the allocation's CPUs, and the next launch waits for them forever)
+                proc.terminate()
+                try:
+                    proc.wait(timeout=STOP_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    pass
                 _kill_tree(proc.pid)
                 proc.wait()
                 raise
