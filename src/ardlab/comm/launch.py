@@ -115,25 +115,23 @@ def execute(argv: Sequence[str], env: Mapping[str, str], *, timeout: float | Non
     way; one left by a caller that was killed outright is removed by the next launch.
 
     A captured launch whose output shows Slurm's pmi2 plugin splitting a PMI-1 request (PMI_SPLIT: the ranks are
-    still in MPI_Init, nothing measured) is killed at once (or, failed already, not taken) and started again, saying so on stderr, up to
-    PMI_SPLIT_ATTEMPTS launches in all; then PmiRequestSplit is raised."""
-    for attempt in range(1, PMI_SPLIT_ATTEMPTS + 1):
+    still in MPI_Init, nothing measured) is stopped at once, or taken as failed if it has ended, and started again,
+    saying so on stderr, up to PMI_SPLIT_ATTEMPTS launches in all; the last one's PmiRequestSplit is raised."""
+    for attempt in range(1, PMI_SPLIT_ATTEMPTS):
         try:
-            # the attempt in the ranks' environment: the bytes MPICH sends are stray memory, and a launch started
-            # again exactly alike has been seen to send the same
-            again = {"ARDLAB_LAUNCH_ATTEMPT": str(attempt)} if attempt > 1 else {}
-            return _execute_once(argv, {**env, **again}, timeout=timeout, capture=capture)
+            return _execute_once(argv, env, attempt, timeout=timeout, capture=capture)
         except PmiRequestSplit:
-            if attempt == PMI_SPLIT_ATTEMPTS:
-                raise
             print(f"ardlab: Slurm's pmi2 plugin split a PMI-1 request of the ranks in MPI_Init ({PMI_SPLIT!r}; "
                   f"docs/cluster.md): launching again, attempt {attempt + 1} of {PMI_SPLIT_ATTEMPTS}",
                   file=sys.stderr, flush=True)
-    raise AssertionError("unreachable")
+    return _execute_once(argv, env, PMI_SPLIT_ATTEMPTS, timeout=timeout, capture=capture)
 
 
-def _execute_once(argv: Sequence[str], env: Mapping[str, str], *, timeout: float | None,
+def _execute_once(argv: Sequence[str], env: Mapping[str, str], attempt: int, *, timeout: float | None,
                   capture: bool) -> subprocess.CompletedProcess:
+    # a later attempt says so in the ranks' environment: the bytes MPICH sends are stray memory, and a launch started
+    # again exactly alike has been seen to send the same
+    env = {**env, "ARDLAB_LAUNCH_ATTEMPT": str(attempt)} if attempt > 1 else env
     _remove_stale_scratch()
     with tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=SCRATCH_BASE) as folder:
         pipe = subprocess.PIPE if capture else None

@@ -14,7 +14,6 @@ and kills a hung launch after the timeout.
 from __future__ import annotations
 
 import hashlib
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -26,7 +25,7 @@ from ardlab.comm.libraries import DEFAULT, TUNED, library
 from ardlab.horovod import train as horovod_train
 from ardlab.nn import trainer
 from ardlab.plan import Comparison, RunPlan
-from ardlab.results import MICROBENCH_ROWS, mib_bytes, scale_name
+from ardlab.results import MICROBENCH_ROWS, atomic_open, mib_bytes, scale_name
 from ardlab.study.config import Job, algorithms, parse_scale, tuned_ranks, tuned_rerun, tuned_scale
 
 # Where the workflow keeps, per training group (kind, model, mode) and scale, the Allreduce calls one of its launches
@@ -153,10 +152,8 @@ def plan_file(config: dict, comp: Comparison) -> str:
     text = comp.to_json()
     path = Path(config["results"]) / PLANS / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = path.with_name(f".{path.name}.{os.getpid()}")
-        scratch.write_text(text)
-        os.replace(scratch, path)  # whole or absent, whoever else plans the same job at the same time
+        with atomic_open(path) as f:  # whole or absent, whoever else plans the same job at the same time
+            f.write(text)
     return str(path)
 
 
