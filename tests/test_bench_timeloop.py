@@ -4,6 +4,8 @@ in one test (IMB-MPI1 from the impi-rt wheel, under Intel MPI and under MPICH th
 
 import csv
 import statistics
+import subprocess
+import sys
 
 import pytest
 
@@ -28,6 +30,8 @@ def test_rows_name_their_timer_and_thread_level(library, tmp_path):
            "--output", out, "--no-progress")
     got = {(r["algorithm"], r["timer"], r["mpi_thread_level"]) for r in rows(out)}
     assert got == {("default", "c-loop", "single"), ("own_ring", "python", "single")}
+    # the buffers as IMB's malloc gets them (no NumPy huge-page advice), said in every row
+    assert all("NUMPY_MADVISE_HUGEPAGE=0" in r["knobs"].split(";") for r in rows(out))
     ardlab("bench", "allreduce", "--library", library, "--ranks", 2, "--sizes", "64", "--iterations", 5,
            "--output", out, "--no-progress")
     assert [(r["timer"], r["mpi_thread_level"]) for r in rows(out)] == [("c", "multiple")]  # the defaults
@@ -65,3 +69,24 @@ def test_compiled_loop_agrees_with_imb_at_4_bytes(library, tmp_path):
 def test_imb_runs_on_mpich_through_the_abi():
     env = vs_imb.imb_env("mpich", "default")
     assert "/mpich/lib" in env["LD_LIBRARY_PATH"].split(":")[0]
+
+
+def test_imb_arguments_replace_and_add_flags():
+    args = vs_imb.imb_arguments(4, ("-sync", "0", "-off_cache", "-1"))
+    assert args[args.index("-npmin") + 1] == "4"
+    assert args[args.index("-sync") + 1] == "0" and args.count("-sync") == 1
+    assert args[-2:] == ["-off_cache", "-1"]
+
+
+def test_agreement_needs_the_ratio_within_ten_percent_and_a_difference_its_interval():
+    assert vs_imb.agreement(1.08, 0.7, 1.5) == "within 10%"
+    assert vs_imb.agreement(1.3, 1.15, 1.6) == "differs"
+    assert vs_imb.agreement(0.7, 0.5, 0.85) == "differs"
+    assert vs_imb.agreement(1.3, 0.95, 1.6) == "not resolved"
+    assert vs_imb.agreement(1.3, float("nan"), float("nan")) == "not resolved"
+
+
+def test_unknown_tools_are_named():
+    proc = subprocess.run([sys.executable, "-m", "ardlab.bench.vs_imb", "--tools", "imb,osu"], capture_output=True,
+                          text=True)
+    assert proc.returncode == 2 and "'osu'" in proc.stderr, proc.stderr

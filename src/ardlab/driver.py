@@ -70,6 +70,10 @@ def launch_env(plan: RunPlan, algorithm: str) -> dict[str, str]:
         env.update(library(plan.library).tuned_env(plan.tuned))
     if plan.switch:  # what a launch that switches its algorithm inside needs from the start (ardlab.comm.switch)
         env.update(library(plan.library).switching.launch_env)
+    if plan.kind == "bench":
+        from ardlab.bench.allreduce import BUFFER_ENV
+
+        env.update(BUFFER_ENV)
     env.update(plan.env)
     return env
 

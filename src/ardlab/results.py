@@ -168,7 +168,9 @@ def selected_algorithms(selection_file: str | os.PathLike) -> list[str]:
 
 
 # Environment variables that are MPI or Horovod settings: recorded with every row as the knobs in force.
-KNOB_PREFIXES = ("MPIR_CVAR_", "OMPI_MCA_", "I_MPI_", "HOROVOD_", "PRTE_MCA_")
+# Settings recorded with every row: the libraries' and Horovod's, and NumPy's huge-page advice for its buffers
+# (ardlab.bench.allreduce.BUFFER_ENV).
+KNOB_PREFIXES = ("MPIR_CVAR_", "OMPI_MCA_", "I_MPI_", "HOROVOD_", "PRTE_MCA_", "NUMPY_MADVISE_HUGEPAGE")
 # Settings that only say where a launch's runtime files go (ardlab.comm.launch.scratch_env, a fresh folder per
 # launch): not knobs, and never recorded as such.
 RUNTIME_PATH_SETTINGS = ("TMPDIR", "OMPI_MCA_btl_sm_backing_directory", "PRTE_MCA_prte_tmpdir_base",

@@ -2,7 +2,13 @@
 
 Per message size: warm-up calls, then timed calls each preceded by a barrier; each rank averages its own
 times, and the row reports avg/min/max of those per-rank means across ranks. Large sizes run fewer
-iterations. With ``--validate`` every result is checked (outside the timed region) against the exact sum.
+iterations. Unless the plan fixes the warm-up, every point warms up for at least POINT_WARMUP_S, the first point of a launch for LAUNCH_WARMUP_S
+(IMB-MPI1 warms up before its first size too): a library's first calls after start-up, and after it switches
+algorithm between sizes, are slow for hundreds to thousands of calls. Measured with Intel MPI, 2 ranks, 100
+warm-up calls then 1000 timed ones: its forced ring at 4 B as a launch's first point averaged 1.2-1.5 us (90th
+percentile 3 us; after an idle second first, 7-15 us), against 0.3-0.5 us for later passes and 0.26-0.32 us after
+10000 warm-up calls; its default at 64 B, where its selection changes algorithm, 1.8-2.7 us after 100 warm-up
+calls and 0.3-0.5 us after 2000, with the buffers fresh or reused alike. With ``--validate`` every result is checked (outside the timed region) against the exact sum.
 
 This module holds the plan (``make_plan`` validates it before any process starts) and the measurement inside
 MPI (``measure``). ``ardlab.driver`` starts the launches (one per forced native algorithm, one for all of ours);
@@ -50,6 +56,15 @@ class Plan:
 BUDGET_MIB = 256
 MAX_ITERATIONS = 1000
 MIN_ITERATIONS = 10
+# The ranks' buffers as a C benchmark's malloc gets them (IMB-MPI1, OSU): NumPy asks the kernel for transparent huge
+# pages behind arrays of 4 MiB and more (madvise) unless told not to, and with them the reducing algorithms ran
+# 0.74-0.84x IMB's time at 16 MiB (recursive doubling, reduce-scatter + allgather; results/benchmarks/vs_imb.md).
+# Set for every microbenchmark launch (ardlab.driver.launch_env); rows record it among their knobs.
+BUFFER_ENV = {"NUMPY_MADVISE_HUGEPAGE": "0"}
+# Every point warms up at least POINT_WARMUP_S, a launch's first point LAUNCH_WARMUP_S (module docstring): 2000
+# calls at 64 B took ~1 ms, 10000 at 4 B ~4 ms.
+POINT_WARMUP_S = 0.01
+LAUNCH_WARMUP_S = 0.05
 
 
 def iterations_for(size_bytes: int, fixed: int | None = None, *, budget_mib: float = BUDGET_MIB,
@@ -199,6 +214,18 @@ def _traffic(comm, call, x, y, leader: bool, nodes: int) -> list[float] | None:
     return None if any(v is None for v in sent) else sent
 
 
+def _warm_up(comm, batch, seconds: float) -> None:
+    """Run `batch` (untimed calls, the same number on every rank) at least once and until `seconds` have passed on
+    rank 0; the ranks decide together, so every rank runs as many batches."""
+    from mpi4py import MPI
+
+    start = MPI.Wtime()
+    while True:
+        batch()
+        if comm.bcast(MPI.Wtime() - start >= seconds, root=0):
+            return
+
+
 def _python_loop(comm, call, x, y, warmup: int, iterations: int, expected, where: str) -> float:
     """The timing loop in Python (our own algorithms; native ones with --timer python): seconds of all timed
     calls, each after a barrier; with `expected`, y is checked after every call, outside the timed region."""
@@ -245,10 +272,13 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
         from tqdm import tqdm
 
         bar = tqdm(total=len(points), desc=f"{lib.name} {size} ranks", unit="size", file=sys.stderr)
+    first = True
     for name, nbytes in points:
         alg = _algorithm(lib.name, name)
         if not why_inapplicable(alg, ranks=size, nodes=nodes, count=nbytes // dtype.itemsize):
-            iters, timer, stats, sent = _measure_point(comm, plan, lib, alg, nbytes, dtype, leader, nodes)
+            iters, timer, stats, sent = _measure_point(comm, plan, lib, alg, nbytes, dtype, leader, nodes,
+                                                       launch_warmup=first)
+            first = False
             if rank == 0:
                 rows.append({
                     "library": lib.name, "library_version": version, "algorithm": name,
@@ -281,9 +311,11 @@ def _check_forced(lib, names: list[str]) -> None:
                 )
 
 
-def _measure_point(comm, plan: Plan, lib, alg: Algorithm, nbytes: int, dtype, leader: bool, nodes: int):
+def _measure_point(comm, plan: Plan, lib, alg: Algorithm, nbytes: int, dtype, leader: bool, nodes: int,
+                   launch_warmup: bool = False):
     """One (algorithm, size) on every rank: (timed calls, the timer, each rank's mean microseconds on rank 0, the
-    bytes each node sent per call or None)."""
+    bytes each node sent per call or None). Warmed up for at least POINT_WARMUP_S, or LAUNCH_WARMUP_S where it is
+    the launch's first point (`launch_warmup`)."""
     import numpy as np
     from mpi4py import MPI
 
@@ -308,14 +340,19 @@ def _measure_point(comm, plan: Plan, lib, alg: Algorithm, nbytes: int, dtype, le
     warmup = warmup_for(iters, plan.warmup)
     timer = plan.timer if alg.implementation == "native" else "python"
     where = f"{lib.display} {alg.name} size {nbytes} B rank {rank}"
-    if timer in timeloop.COMPILED:
+    compiled = timer in timeloop.COMPILED
+    # a warm-up the plan fixed (--warmup) is run as asked; else by time as well (the module's docstring)
+    _warm_up(comm, lambda: timeloop.time_allreduce(comm, x, y, MPI.SUM, warmup=warmup, iterations=0)
+             if compiled else _python_loop(comm, call, x, y, warmup, 0, None, where),
+             0.0 if plan.warmup is not None else LAUNCH_WARMUP_S if launch_warmup else POINT_WARMUP_S)
+    if compiled:
         try:
-            total = float(timeloop.time_allreduce(comm, x, y, MPI.SUM, warmup=warmup, iterations=iters,
+            total = float(timeloop.time_allreduce(comm, x, y, MPI.SUM, warmup=0, iterations=iters,
                                                   expected=expected if plan.validate else None,
                                                   back_to_back=timer == "c-loop").sum())
         except RuntimeError as e:
             raise RuntimeError(f"{where}: {e}") from None
     else:
-        total = _python_loop(comm, call, x, y, warmup, iters, expected if plan.validate else None, where)
+        total = _python_loop(comm, call, x, y, 0, iters, expected if plan.validate else None, where)
     stats = comm.gather(total / iters * 1e6, root=0)
     return iters, timer, stats, _traffic(comm, call, x, y, leader, nodes)

@@ -1,20 +1,24 @@
 """Benchmark: ardlab's Allreduce microbenchmark against Intel MPI Benchmarks' IMB-MPI1 Allreduce, side by side.
 
-    python -m ardlab.bench.vs_imb [--rounds 5] [--sizes 4:16M:x4] [--ranks 2] [--output results/benchmarks/vs_imb.csv]
+    python -m ardlab.bench.vs_imb [--rounds 11] [--sizes 4:16M:x4] [--ranks 2] [--tools imb,c,...]
+                                  [--output results/benchmarks/vs_imb.csv] [--raw results/benchmarks/vs_imb_rounds.csv]
 
 IMB-MPI1 comes with the impi-rt wheel. It runs under Intel MPI natively and under MPICH through the MPICH ABI:
 MPICH's lib first on LD_LIBRARY_PATH and MPICH's mpiexec (checked before anything runs: the libmpi.so.12 the
 dynamic loader resolves for it is MPICH's). Both tools get the same forcing settings, the table's. Open MPI has
-no IMB here: its variants are ardlab's two timers (``--timer c`` and ``python``), as for the others.
+no IMB here: its reference is ardlab's compiled loop (`c`), against which its other timers are compared.
 
-Variants: per library, the default and forced algorithms (ALGORITHMS), each timed by IMB and by ardlab's three
-timers: compiled with a barrier before each call (``c``, the default), compiled back to back as IMB (``c-loop``)
-and Python (``python``); every variant once per round, each round in a seeded shuffled order
-(ardlab.rounds), one launch per variant. Per (library, algorithm, size) it prints the median of the per-round
-ratios ardlab(c) / IMB, ardlab(c-loop) / IMB, ardlab(python) / ardlab(c) and ardlab(c) at thread level multiple
-over single, with their min and max over the rounds. ardlab runs at IMB's thread level (single: IMB-MPI1 calls
-MPI_Init) except in the last.
-Noisy machine: only ratios measured in this one run mean anything.
+Tools (TOOLS; `--tools` picks them): IMB as ardlab runs it (`imb`, a barrier after every call), IMB flushing the
+cache (`imb-off_cache`) and back to back (`imb-sync0`); ardlab's compiled loop (`c`, the default timer, a barrier
+before every call), its back-to-back variant (`c-loop`), the Python loop (`python`), the compiled loop at thread
+level multiple (`c@multiple`) and with NumPy's huge pages behind its buffers (`c-huge`). ardlab runs at IMB's
+thread level (single: IMB-MPI1 calls MPI_Init) unless the tool says otherwise.
+
+Rounds: every (library, algorithm) block once per round in a seeded shuffled order, its tools next to each other
+in a shuffled order too (ardlab.rounds), one launch each. Per (library, algorithm, size) it prints each tool's
+median time and each tool's time over the reference's (IMB, or `c` for Open MPI): the ratio of medians over the
+paired rounds with a 95% bootstrap interval (ardlab.analysis.stats.speedup_ci), and whether `c` agrees with IMB
+within 10% (`agreement`). Noisy machine: only ratios measured in this one run mean anything.
 """
 
 from __future__ import annotations
@@ -37,11 +41,29 @@ ALGORITHMS = {
 }
 IMB_LIBRARIES = ("intelmpi", "mpich")  # IMB-MPI1 is an MPICH-ABI binary
 # IMB's own method and limits, with its repetitions per size made ardlab's (iterations_for: at most 1000, and 256 MiB
-# reduced per size: "-iter 1000,256") and its largest size raised from 4 MiB to 16 MiB (-msglog).
+# reduced per size: "-iter 1000,256") and its largest size raised from 4 MiB to 16 MiB (-msglog). `-sync 1`: a
+# barrier after every timed call, so that calls do not overlap (IMB_allreduce.c), ardlab's `c` method.
 IMB_ARGS = ("-npmin", "{ranks}", "-iter", "1000,256", "-msglog", "2:24", "-time", "10", "-sync", "1")
-# IMB, then ardlab's timers (ardlab.bench.timeloop.TIMERS) at IMB's thread level (IMB-MPI1 calls MPI_Init: single),
-# and ardlab's default timer at mpi4py's default level (multiple, as the study's runs and Horovod)
-TOOLS = ("imb", "c", "c-loop", "python", "c@multiple")
+# The tools, each a launch per (library, algorithm) and round: (what runs, its timer or IMB's extra arguments, extra
+# environment). ardlab runs at IMB's thread level (single: IMB-MPI1 calls MPI_Init) but in `c@multiple`.
+TOOLS = {
+    "imb": ("imb", (), {}),
+    # IMB with its cache flushing: each call on another part of a buffer larger than the last-level cache
+    "imb-off_cache": ("imb", ("-off_cache", "-1"), {}),
+    # IMB without its per-call barrier: back to back, ardlab's c-loop method
+    "imb-sync0": ("imb", ("-sync", "0"), {}),
+    "c": ("ardlab", "c", {}),
+    "c-loop": ("ardlab", "c-loop", {}),
+    "python": ("ardlab", "python", {}),
+    "c@multiple": ("ardlab", "c", {"MPI4PY_RC_THREAD_LEVEL": "multiple"}),
+    # ardlab's buffers with NumPy's huge-page advice (arrays of 4 MiB and more), which the microbenchmark turns off
+    # to allocate as IMB does (ardlab.bench.allreduce.BUFFER_ENV)
+    "c-huge": ("ardlab", "c", {"NUMPY_MADVISE_HUGEPAGE": "1"}),
+}
+# What a run measures unless told (--tools): IMB and ardlab's default timer, the pair the agreement is about.
+DEFAULT_TOOLS = ("imb", "c")
+# The agreement the issue asks for: ardlab / IMB within this factor of 1.
+AGREE = 0.10
 _IMB_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
 
 
@@ -72,7 +94,18 @@ def imb_env(library_name: str, algorithm: str) -> dict[str, str]:
     return env
 
 
-def run_imb(library_name: str, algorithm: str, sizes: list[int], ranks: int) -> list[dict]:
+def imb_arguments(ranks: int, extra: tuple[str, ...] = ()) -> list[str]:
+    """IMB_ARGS for `ranks`, with `extra` flags (flag, value pairs) replacing or adding to them."""
+    args = [a.format(ranks=ranks) for a in IMB_ARGS]
+    for flag, value in zip(extra[::2], extra[1::2]):
+        if flag in args:
+            args[args.index(flag) + 1] = value
+        else:
+            args += [flag, value]
+    return args
+
+
+def run_imb(library_name: str, algorithm: str, sizes: list[int], ranks: int, extra: tuple[str, ...] = ()) -> list[dict]:
     """One IMB-MPI1 Allreduce launch: a row per size (IMB's t_avg: the mean over ranks of each rank's mean)."""
     from ardlab.comm import launch
     from ardlab.comm.libraries import library
@@ -82,7 +115,7 @@ def run_imb(library_name: str, algorithm: str, sizes: list[int], ranks: int) -> 
         f.write("\n".join(map(str, sizes)) + "\n")
     try:
         argv = [*library(library_name).launcher(launch.require_env(library_name), ranks), str(imb_binary()),
-                "Allreduce", "-msglen", f.name, *(a.format(ranks=ranks) for a in IMB_ARGS)]
+                "Allreduce", "-msglen", f.name, *imb_arguments(ranks, extra)]
         proc = launch.execute(argv, env, timeout=900)
     finally:
         os.unlink(f.name)
@@ -100,17 +133,25 @@ def run_imb(library_name: str, algorithm: str, sizes: list[int], ranks: int) -> 
     return rows
 
 
-def run_ardlab(library_name: str, algorithm: str, sizes: list[int], ranks: int, tool: str) -> list[dict]:
-    """One launch of ardlab's microbenchmark: `tool` is a timer, at thread level single, or timer@level."""
+def run_ardlab(library_name: str, algorithm: str, sizes: list[int], ranks: int, timer: str,
+               env: dict[str, str] | None = None) -> list[dict]:
+    """One launch of ardlab's microbenchmark with `timer`, at thread level single unless `env` says otherwise."""
     from ardlab.bench.allreduce import comparison, run_plan
     from ardlab.comm.startup import THREAD_LEVEL_VAR
     from ardlab.driver import run_comparison
 
-    timer, _, level = tool.partition("@")
     plan = run_plan(library_name, ranks=ranks, sizes=sizes, algorithms=[algorithm], timer=timer, progress=False,
-                    env={THREAD_LEVEL_VAR: level or "single"})
+                    env={THREAD_LEVEL_VAR: "single", **(env or {})})
     return [{"size_bytes": int(r["size_bytes"]), "iterations": int(r["iterations"]), "avg_us": float(r["avg_us"])}
             for r in run_comparison(comparison(plan))]
+
+
+def run_tool(tool: str, library_name: str, algorithm: str, sizes: list[int], ranks: int) -> list[dict]:
+    """One launch of a TOOLS entry."""
+    kind, how, env = TOOLS[tool]
+    if kind == "imb":
+        return run_imb(library_name, algorithm, sizes, ranks, how)
+    return run_ardlab(library_name, algorithm, sizes, ranks, how, env)
 
 
 def applicable_sizes(library_name: str, algorithm: str, sizes: list[int], ranks: int) -> list[int]:
@@ -123,45 +164,75 @@ def applicable_sizes(library_name: str, algorithm: str, sizes: list[int], ranks:
     return [s for s in sizes if why_inapplicable(alg, ranks=ranks, nodes=1, count=s // 4) is None]
 
 
-def measure(libraries: list[str], sizes: list[int], ranks: int, rounds: int, seed: int) -> list[dict]:
-    from ardlab.rounds import schedule
+def measure(libraries: list[str], sizes: list[int], ranks: int, rounds: int, seed: int,
+            tools: tuple[str, ...] = DEFAULT_TOOLS) -> list[dict]:
+    """Every (library, algorithm, tool) once per round. A round runs the (library, algorithm) blocks in a seeded
+    shuffled order and, inside a block, its tools in one too: the launches a ratio pairs run next to each other
+    (seconds apart), so that the machine's drift hardly enters the ratio."""
+    from ardlab.rounds import order, schedule
 
-    variants = [(lib, alg, tool) for lib in libraries for alg in ALGORITHMS[lib] for tool in TOOLS
-                if tool != "imb" or lib in IMB_LIBRARIES]
+    blocks = [(lib, alg) for lib in libraries for alg in ALGORITHMS[lib]]
     for lib in libraries:
-        if lib in IMB_LIBRARIES:
+        if lib in IMB_LIBRARIES and any(TOOLS[t][0] == "imb" for t in tools):
             imb_env(lib, "default")  # fails before anything runs where IMB would load another library
     rows = []
-    for r, order in enumerate(schedule(variants, rounds=rounds, seed=seed, group="vs_imb")):
-        for position, (lib, alg, tool) in enumerate(order):
+    for r, block_order in enumerate(schedule(blocks, rounds=rounds, seed=seed, group="vs_imb")):
+        position = 0
+        for lib, alg in block_order:
             mine = applicable_sizes(lib, alg, sizes, ranks)
-            got = run_imb(lib, alg, mine, ranks) if tool == "imb" else run_ardlab(lib, alg, mine, ranks, tool)
-            rows += [{"library": lib, "algorithm": alg, "tool": tool, "round": r, "position": position, **g}
-                     for g in got]
-            print(f"round {r + 1}/{rounds}: {lib} {alg} {tool}", flush=True)
+            mine_tools = [t for t in tools if TOOLS[t][0] != "imb" or lib in IMB_LIBRARIES]
+            for tool in order(mine_tools, seed=seed, group=f"vs_imb/{lib}/{alg}", round_index=r):
+                got = run_tool(tool, lib, alg, mine, ranks)
+                rows += [{"library": lib, "algorithm": alg, "tool": tool, "round": r, "position": position, **g}
+                         for g in got]
+                position += 1
+                print(f"round {r + 1}/{rounds}: {lib} {alg} {tool}", flush=True)
     return rows
 
 
+def _column(tool: str) -> str:
+    return tool.replace("-", "_").replace("@", "_")
+
+
 def summarize(rows: list[dict]) -> list[dict]:
-    """Per (library, algorithm, size): the medians of each tool and the per-round ratios c/IMB and python/c."""
+    """Per (library, algorithm, size): each tool's median time, and each tool's time over the reference's (IMB where
+    the library has it, else ardlab's `c`) as the ratio of medians over paired rounds with its 95% bootstrap
+    interval (analysis.stats.speedup_ci); `agreement` says whether ardlab's `c` is within AGREE of IMB."""
     import pandas as pd
+
+    from ardlab.analysis.stats import speedup_ci
 
     df = pd.DataFrame(rows)
     wide = df.pivot_table(index=["library", "algorithm", "size_bytes", "round"], columns="tool", values="avg_us")
     out = []
     for (lib, alg, size), g in wide.groupby(level=[0, 1, 2], sort=False):
-        row = {"library": lib, "algorithm": alg, "size_bytes": size, "rounds": len(g),
-               "imb_us": g["imb"].median() if "imb" in g else float("nan"), "ardlab_c_us": g["c"].median(),
-               "ardlab_c_loop_us": g["c-loop"].median(), "ardlab_python_us": g["python"].median(),
-               "ardlab_c_multiple_us": g["c@multiple"].median()}
-        for name, over in (("c_over_imb", "c"), ("c_loop_over_imb", "c-loop")):
-            if "imb" in g and g["imb"].notna().all():
-                row |= spread(name, g[over] / g["imb"])
-            else:
-                row |= {name: float("nan"), f"{name}_min": float("nan"), f"{name}_max": float("nan")}
-        out.append(row | spread("python_over_c", g["python"] / g["c"])
-                   | spread("multiple_over_single", g["c@multiple"] / g["c"]))
-    return out
+        g = g.dropna(axis=1, how="all")
+        reference = "imb" if "imb" in g else "c"
+        row = {"library": lib, "algorithm": alg, "size_bytes": size, "rounds": len(g), "reference": reference}
+        row |= {f"{_column(t)}_us": g[t].median() for t in g.columns}
+        for tool in g.columns:
+            if tool != reference:
+                ratio, lo, hi = speedup_ci(g[tool], g[reference])
+                row |= {f"{_column(tool)}_over_{reference}": ratio, f"{_column(tool)}_over_{reference}_lo": lo,
+                        f"{_column(tool)}_over_{reference}_hi": hi}
+        if reference == "imb" and "c" in g:
+            row["agreement"] = agreement(row["c_over_imb"], row["c_over_imb_lo"], row["c_over_imb_hi"])
+        out.append(row)
+    columns = list(dict.fromkeys(k for row in out for k in row))  # every row the same columns (Open MPI: no IMB)
+    return [{k: row.get(k, "" if k == "agreement" else float("nan")) for k in columns} for row in out]
+
+
+def agreement(ratio: float, lo: float, hi: float) -> str:
+    """"within 10%" where the ratio of medians is within AGREE of 1; "differs" where, besides, its whole interval
+    lies outside that band (a measured difference); "not resolved" where the ratio is outside but the interval
+    reaches into the band (the rounds' spread hides whether the tools differ)."""
+    import math
+
+    if abs(ratio - 1) <= AGREE:
+        return f"within {AGREE:.0%}"
+    if not (math.isnan(lo) or math.isnan(hi)) and (lo > 1 + AGREE or hi < 1 - AGREE):
+        return "differs"
+    return "not resolved"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,16 +242,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--libraries", default=",".join(ALGORITHMS))
     p.add_argument("--sizes", default="4:16M:x4")
     p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--tools", default=",".join(DEFAULT_TOOLS),
+                   help=f"what to run per (library, algorithm); valid: {', '.join(TOOLS)}")
     p.add_argument("--raw", metavar="CSV", help="also write every measured row there")
+    p.add_argument("--summarize", metavar="CSV", help="measure nothing: make the table from a --raw file")
     add_round_arguments(p, rounds=5)
     a = p.parse_args(argv)
     libraries = a.libraries.split(",")
     bad = [lib for lib in libraries if lib not in ALGORITHMS]
     if bad:
         p.error(f"unknown libraries {bad}; valid: {', '.join(ALGORITHMS)}")
-    rows = measure(libraries, parse_sizes(a.sizes), a.ranks, a.rounds, a.seed)
-    if a.raw:
-        save_rows(rows, a.raw)
+    tools = tuple(a.tools.split(","))
+    bad = [t for t in tools if t not in TOOLS]
+    if bad:
+        p.error(f"unknown tools {bad}; valid: {', '.join(TOOLS)}")
+    if a.summarize:
+        import pandas as pd
+
+        rows = pd.read_csv(a.summarize).to_dict("records")
+    else:
+        rows = measure(libraries, parse_sizes(a.sizes), a.ranks, a.rounds, a.seed, tools)
+        if a.raw:
+            save_rows(rows, a.raw)
     table = summarize(rows)
     import pandas as pd
 
