@@ -207,11 +207,11 @@ def summarize(rows: list[dict]) -> list[dict]:
     out = []
     for (lib, alg, size), g in wide.groupby(level=[0, 1, 2], sort=False):
         g = g.dropna(axis=1, how="all")
-        reference = "imb" if "imb" in g else "c"
-        row = {"library": lib, "algorithm": alg, "size_bytes": size, "rounds": len(g), "reference": reference}
+        reference = next((t for t in ("imb", "c") if t in g), None)  # no ratios where the run had neither
+        row = {"library": lib, "algorithm": alg, "size_bytes": size, "rounds": len(g), "reference": reference or ""}
         row |= {f"{_column(t)}_us": g[t].median() for t in g.columns}
         for tool in g.columns:
-            if tool != reference:
+            if reference and tool != reference:
                 ratio, lo, hi = speedup_ci(g[tool], g[reference])
                 row |= {f"{_column(tool)}_over_{reference}": ratio, f"{_column(tool)}_over_{reference}_lo": lo,
                         f"{_column(tool)}_over_{reference}_hi": hi}
