@@ -1,14 +1,16 @@
 """Allreduce latency microbenchmark, OSU/IMB method, for native and our own algorithms.
 
-Per message size: warm-up calls, then timed calls each preceded by a barrier; each rank averages its own
-times, and the row reports avg/min/max of those per-rank means across ranks. Large sizes run fewer
-iterations. Unless the plan fixes the warm-up, every point warms up for at least POINT_WARMUP_S, the first point of a launch for LAUNCH_WARMUP_S
-(IMB-MPI1 warms up before its first size too): a library's first calls after start-up, and after it switches
-algorithm between sizes, are slow for hundreds to thousands of calls. Measured with Intel MPI, 2 ranks, 100
-warm-up calls then 1000 timed ones: its forced ring at 4 B as a launch's first point averaged 1.2-1.5 us (90th
-percentile 3 us; after an idle second first, 7-15 us), against 0.3-0.5 us for later passes and 0.26-0.32 us after
-10000 warm-up calls; its default at 64 B, where its selection changes algorithm, 1.8-2.7 us after 100 warm-up
-calls and 0.3-0.5 us after 2000, with the buffers fresh or reused alike. With ``--validate`` every result is checked (outside the timed region) against the exact sum.
+Per message size: warm-up calls, then timed calls each preceded by a barrier; each rank averages its own times, and
+the row reports avg/min/max of those per-rank means across ranks. Large sizes run fewer iterations. With
+``--validate`` every result is checked (outside the timed region) against the exact sum.
+
+Unless the plan fixes the warm-up, every point also warms up for at least POINT_WARMUP_S, the first point of a launch
+for LAUNCH_WARMUP_S (IMB-MPI1 warms up before its first size too): a library's first calls after start-up, and after
+its selection changes algorithm between sizes, are slow for hundreds to thousands of calls. Measured with Intel MPI,
+2 ranks, 100 warm-up calls then 1000 timed ones: its forced ring at 4 B as a launch's first point averaged 1.2-1.5 us
+(90th percentile 3 us; after an idle second first, 7-15 us), against 0.3-0.5 us for later passes and 0.26-0.32 us
+after 10000 warm-up calls; its default at 64 B, where its selection changes algorithm, 1.8-2.7 us after 100 warm-up
+calls and 0.3-0.5 us after 2000, with the buffers fresh or reused alike.
 
 This module holds the plan (``make_plan`` validates it before any process starts) and the measurement inside
 MPI (``measure``). ``ardlab.driver`` starts the launches (one per forced native algorithm, one for all of ours);
@@ -57,9 +59,10 @@ BUDGET_MIB = 256
 MAX_ITERATIONS = 1000
 MIN_ITERATIONS = 10
 # The ranks' buffers as a C benchmark's malloc gets them (IMB-MPI1, OSU): NumPy asks the kernel for transparent huge
-# pages behind arrays of 4 MiB and more (madvise) unless told not to, and with them the reducing algorithms ran
-# 0.74-0.84x IMB's time at 16 MiB (recursive doubling, reduce-scatter + allgather; results/benchmarks/vs_imb.md).
-# Set for every microbenchmark launch (ardlab.driver.launch_env); rows record it among their knobs.
+# pages behind arrays of 4 MiB and more (madvise) unless told not to, and with them the reducing algorithms ran at
+# 0.65-0.76x their time without at 16 MiB (results/benchmarks/vs_imb.md, `c-huge` over `c`). Set for every
+# microbenchmark launch the driver starts (ardlab.driver.launch_env); inside a launch the caller started (--in-mpi)
+# the caller's environment decides. Rows record it among their knobs.
 BUFFER_ENV = {"NUMPY_MADVISE_HUGEPAGE": "0"}
 # Every point warms up at least POINT_WARMUP_S, a launch's first point LAUNCH_WARMUP_S (module docstring): 2000
 # calls at 64 B took ~1 ms, 10000 at 4 B ~4 ms.
@@ -341,9 +344,15 @@ def _measure_point(comm, plan: Plan, lib, alg: Algorithm, nbytes: int, dtype, le
     timer = plan.timer if alg.implementation == "native" else "python"
     where = f"{lib.display} {alg.name} size {nbytes} B rank {rank}"
     compiled = timer in timeloop.COMPILED
+
+    def warm_up_calls():
+        if compiled:
+            timeloop.time_allreduce(comm, x, y, MPI.SUM, warmup=warmup, iterations=0)
+        else:
+            _python_loop(comm, call, x, y, warmup, 0, None, where)
+
     # a warm-up the plan fixed (--warmup) is run as asked; else by time as well (the module's docstring)
-    _warm_up(comm, lambda: timeloop.time_allreduce(comm, x, y, MPI.SUM, warmup=warmup, iterations=0)
-             if compiled else _python_loop(comm, call, x, y, warmup, 0, None, where),
+    _warm_up(comm, warm_up_calls,
              0.0 if plan.warmup is not None else LAUNCH_WARMUP_S if launch_warmup else POINT_WARMUP_S)
     if compiled:
         try:

@@ -1,6 +1,6 @@
 """Benchmark: ardlab's Allreduce microbenchmark against Intel MPI Benchmarks' IMB-MPI1 Allreduce, side by side.
 
-    python -m ardlab.bench.vs_imb [--rounds 11] [--sizes 4:16M:x4] [--ranks 2] [--tools imb,c,...]
+    python -m ardlab.bench.vs_imb [--rounds 5] [--sizes 4:16M:x4] [--ranks 2] [--tools imb,c,...]
                                   [--output results/benchmarks/vs_imb.csv] [--raw results/benchmarks/vs_imb_rounds.csv]
 
 IMB-MPI1 comes with the impi-rt wheel. It runs under Intel MPI natively and under MPICH through the MPICH ABI:
