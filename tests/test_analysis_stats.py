@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from ardlab.analysis.stats import FASTER, SAME, SLOWER, TOO_FEW, median_ci, speedup_ci, verdict
+from ardlab.stats import FASTER, SAME, SLOWER, TOO_FEW, median_ci, speedup_ci, verdict
 
 
 def draws(rng, n, speedup, drift=0.3, noise=0.1):

@@ -7,7 +7,7 @@ import pytest
 
 from ardlab.analysis import comparisons as cmp
 from ardlab.analysis import versus_study as vs
-from ardlab.analysis.stats import SAME
+from ardlab.stats import SAME
 
 ROUNDS = 6
 

@@ -12,6 +12,7 @@ import ardlab
 SRC = Path(ardlab.__file__).resolve().parent
 LAYERS = [
     "ardlab.results",  # column lists, atomic writes, tables: imports nothing of ardlab
+    "ardlab.stats",  # medians, paired bootstrap intervals and verdicts (analysis and benchmark scripts alike)
     "ardlab.comm",  # the library/algorithm table, launching, our own Allreduce algorithms
     "ardlab.cluster",  # the emulated multi-node Slurm cluster (namespaces, daemons)
     "ardlab.images",  # the Apptainer definitions proven in fresh Debian roots, ranks inside them under srun

@@ -175,7 +175,7 @@ def _print_latencies(rows: list[dict]) -> None:
                 print(f"{format_size(int(r['size_bytes'])):>10s} {r['iterations']:>10} {float(r['avg_us']):12.2f} "
                       f"{float(r['min_us']):12.2f} {float(r['max_us']):12.2f}")
             continue
-        from ardlab.analysis.stats import median_ci, speedup_ci, verdict
+        from ardlab.stats import median_ci, speedup_ci, verdict
 
         print(f"{'size':>10s} {'median_us':>12s} {'ci95_us':>21s} {'level':>6s}  speedup over default (ci95)")
         for size in dict.fromkeys(int(r["size_bytes"]) for r in mine):

@@ -32,7 +32,7 @@ from pathlib import Path
 from ardlab import rounds
 from ardlab.comm import launch
 from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, TUNED, library, run_env
-from ardlab.plan import Comparison, RunPlan
+from ardlab.plan import KIND_ENV, Comparison, RunPlan
 from ardlab.results import BENCH_COLUMNS, TRAIN_COLUMNS, picked, selected_algorithms, utc_now, write_csv
 
 
@@ -70,10 +70,7 @@ def launch_env(plan: RunPlan, algorithm: str) -> dict[str, str]:
         env.update(library(plan.library).tuned_env(plan.tuned))
     if plan.switch:  # what a launch that switches its algorithm inside needs from the start (ardlab.comm.switch)
         env.update(library(plan.library).switching.launch_env)
-    if plan.kind == "bench":
-        from ardlab.bench.allreduce import BUFFER_ENV
-
-        env.update(BUFFER_ENV)
+    env.update(KIND_ENV.get(plan.kind, {}))
     env.update(plan.env)
     return env
 

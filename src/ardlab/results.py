@@ -168,7 +168,7 @@ def selected_algorithms(selection_file: str | os.PathLike) -> list[str]:
 
 
 # Environment variables recorded with every row as the knobs in force: the MPI libraries' and Horovod's settings,
-# and NumPy's huge-page advice for its buffers (ardlab.bench.allreduce.BUFFER_ENV).
+# and NumPy's huge-page advice for its buffers (ardlab.plan.KIND_ENV).
 KNOB_PREFIXES = ("MPIR_CVAR_", "OMPI_MCA_", "I_MPI_", "HOROVOD_", "PRTE_MCA_", "NUMPY_MADVISE_HUGEPAGE")
 # Settings that only say where a launch's runtime files go (ardlab.comm.launch.scratch_env, a fresh folder per
 # launch): not knobs, and never recorded as such.

@@ -3,7 +3,7 @@
 Every function takes the rows of ``ardlab.analysis.read`` and returns a tidy table (pandas). Pairing: two
 variants are compared only within one comparison group (the ``group`` column), round by round (``round``). Each
 variant's median carries a nonparametric interval, each speedup a paired bootstrap interval and a verdict
-(``ardlab.analysis.stats``). Speedup > 1 means the variant is faster than what it is compared with.
+(``ardlab.stats``). Speedup > 1 means the variant is faster than what it is compared with.
 
 - ``microbench_speedup``: every algorithm against its library's default, per size;
 - ``across_libraries``: per size, the best (library, algorithm) against each library's default and the worst;
@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from ardlab.analysis.stats import (FASTER, SAME, SLOWER, TOO_FEW, geomean_speedup_ci, median_ci, speedup_ci,
+from ardlab.stats import (FASTER, SAME, SLOWER, TOO_FEW, geomean_speedup_ci, median_ci, speedup_ci,
                                    verdict)
 from ardlab.comm.libraries import DEFAULT, LIBRARIES, TUNED
 

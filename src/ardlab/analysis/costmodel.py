@@ -60,7 +60,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ardlab.analysis.stats import speedup_ci
+from ardlab.stats import speedup_ci
 from ardlab.cluster.links import allreduce_wire_us, rate_bits_per_s, wire_beta_us
 from ardlab.comm.families import BANDWIDTH_OPTIMAL, COST_FAMILIES, FAMILIES
 from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, TUNED, library

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ardlab.analysis.comparisons import CLAIM_KEYS
-from ardlab.analysis.stats import FASTER, SLOWER
+from ardlab.stats import FASTER, SLOWER
 
 
 def compare(claims_a: pd.DataFrame, claims_b: pd.DataFrame) -> pd.DataFrame:

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ardlab.analysis.comparisons import by_round, paired_speedup
-from ardlab.analysis.stats import FASTER, TOO_FEW
+from ardlab.stats import FASTER, TOO_FEW
 from ardlab.comm.libraries import DEFAULT, TUNED
 
 STUDY = {"algorithm": 1.2, "library": 2.8}

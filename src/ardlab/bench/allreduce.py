@@ -58,12 +58,6 @@ class Plan:
 BUDGET_MIB = 256
 MAX_ITERATIONS = 1000
 MIN_ITERATIONS = 10
-# The ranks' buffers as a C benchmark's malloc gets them (IMB-MPI1, OSU): NumPy asks the kernel for transparent huge
-# pages behind arrays of 4 MiB and more (madvise) unless told not to, and with them the reducing algorithms ran at
-# 0.65-0.76x their time without at 16 MiB (results/benchmarks/vs_imb.md, `c-huge` over `c`). Set for every
-# microbenchmark launch the driver starts (ardlab.driver.launch_env); inside a launch the caller started (--in-mpi)
-# the caller's environment decides. Rows record it among their knobs.
-BUFFER_ENV = {"NUMPY_MADVISE_HUGEPAGE": "0"}
 # Every point warms up at least POINT_WARMUP_S, a launch's first point LAUNCH_WARMUP_S (module docstring): 2000
 # calls at 64 B took ~1 ms, 10000 at 4 B ~4 ms.
 POINT_WARMUP_S = 0.01

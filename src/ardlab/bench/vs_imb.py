@@ -17,7 +17,7 @@ thread level (single: IMB-MPI1 calls MPI_Init) unless the tool says otherwise.
 Rounds: every (library, algorithm) block once per round in a seeded shuffled order, its tools next to each other
 in a shuffled order too (ardlab.rounds), one launch each. Per (library, algorithm, size) it prints each tool's
 median time and each tool's time over the reference's (IMB, or `c` for Open MPI): the ratio of medians over the
-paired rounds with a 95% bootstrap interval (ardlab.analysis.stats.speedup_ci), and whether `c` agrees with IMB
+paired rounds with a 95% bootstrap interval (ardlab.stats.speedup_ci), and whether `c` agrees with IMB
 within 10% (`agreement`). Noisy machine: only ratios measured in this one run mean anything.
 """
 
@@ -57,7 +57,7 @@ TOOLS = {
     "python": ("ardlab", "python", {}),
     "c@multiple": ("ardlab", "c", {"MPI4PY_RC_THREAD_LEVEL": "multiple"}),
     # ardlab's buffers with NumPy's huge-page advice (arrays of 4 MiB and more), which the microbenchmark turns off
-    # to allocate as IMB does (ardlab.bench.allreduce.BUFFER_ENV)
+    # to allocate as IMB does (ardlab.plan.KIND_ENV)
     "c-huge": ("ardlab", "c", {"NUMPY_MADVISE_HUGEPAGE": "1"}),
 }
 # What a run measures unless told (--tools): IMB and ardlab's default timer, the pair the agreement is about.
@@ -197,10 +197,10 @@ def _column(tool: str) -> str:
 def summarize(rows: list[dict]) -> list[dict]:
     """Per (library, algorithm, size): each tool's median time, and each tool's time over the reference's (IMB where
     the library has it, else ardlab's `c`) as the ratio of medians over paired rounds with its 95% bootstrap
-    interval (analysis.stats.speedup_ci); `agreement` says whether ardlab's `c` is within AGREE of IMB."""
+    interval (ardlab.stats.speedup_ci); `agreement` says whether ardlab's `c` is within AGREE of IMB."""
     import pandas as pd
 
-    from ardlab.analysis.stats import speedup_ci
+    from ardlab.stats import speedup_ci
 
     df = pd.DataFrame(rows)
     wide = df.pivot_table(index=["library", "algorithm", "size_bytes", "round"], columns="tool", values="avg_us")

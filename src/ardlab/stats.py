@@ -1,6 +1,7 @@
-"""Statistics of paired, interleaved rounds: medians with nonparametric intervals, speedups with paired bootstrap
-intervals, and a verdict only where the interval excludes 1 (Hoefler & Belli, SC15: report nonparametric
-confidence intervals of the median and test a difference before claiming it).
+"""Statistics of paired, interleaved rounds, for ardlab.analysis's tables and the benchmark scripts alike: medians
+with nonparametric intervals, speedups with paired bootstrap intervals, and a verdict only where the interval
+excludes 1 (Hoefler & Belli, SC15: report nonparametric confidence intervals of the median and test a
+difference before claiming it).
 
 - ``median_ci``: the median and the order-statistic interval around it (binomial distribution of the number of
   draws below the median; distribution-free). With n draws the interval cannot reach every level: n = 5 gives at
