@@ -3,7 +3,8 @@
 - Lifecycle: `ardlab cluster up` is idempotent, refuses another shape while up, a subnet the machine uses and a
   bad rate, names the problem when not root; `down` removes every daemon, namespace, link and file, also after a
   crash (the state file gone).
-- Every library runs under `srun --mpi=<the table's PMI>` on 2 nodes: 2 distinct MPI.Get_processor_name().
+- Every library runs under `srun --mpi=<the table's PMI>` on 2 nodes: 2 distinct MPI.Get_processor_name(); MPICH
+  inside a batch job starts with its own hydra on the job's nodes.
 - Every forced algorithm runs across 4 nodes: the bytes each node sends on its eth0 per Allreduce match the
   algorithm's traffic model (ardlab.comm.traffic) and not a different family's; the gdb / fallback probes that
   prove the forced algorithm on one node prove it under srun too.
@@ -117,6 +118,44 @@ def test_two_hostnames_under_srun(four_nodes, lib):
     (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("HOSTS")]
     assert line.split()[1:] == ["n1", "n2"], proc.stdout
     assert "Sorry!" not in proc.stderr and "help file" not in proc.stderr, proc.stderr
+
+
+# What a workflow job runs: a launch from inside a batch job whose environment kept only SLURM_JOB_ID (Snakemake's job
+# step drops the rest, the node list included).
+_IN_ALLOCATION = """
+import os, sys
+from ardlab.comm import launch
+for k in [k for k in os.environ if k.startswith("SLURM_") and k != "SLURM_JOB_ID"]:
+    del os.environ[k]
+program = ("from mpi4py import MPI; c = MPI.COMM_WORLD; names = c.gather(MPI.Get_processor_name()); "
+           "print('HOSTS', *names) if c.rank == 0 else None")
+argv, env = launch.allocation_command("mpich", 4, 2, [str(launch.python_of("mpich")), "-c", program])
+proc = launch.execute(argv, env, timeout=120)
+print("ARGV", *argv[:9])
+print(proc.stdout, proc.stderr, "EXIT", proc.returncode)
+"""
+
+
+def test_mpich_inside_an_allocation_starts_with_its_own_hydra(four_nodes, tmp_path):
+    """Inside a batch job MPICH's ranks are started by its own mpiexec (hydra serves PMI, so Slurm's pmi2 plugin never
+    reads MPICH's long requests), on the allocation's nodes in blocks, found through Slurm from the job's id."""
+    launch.require_env("mpich")
+    (tmp_path / "job.py").write_text(_IN_ALLOCATION)
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/sh\nexec {sys.executable} {tmp_path / 'job.py'}\n")
+    script.chmod(0o755)
+    out = tmp_path / "job.out"
+    src = str(Path(launch.__file__).resolve().parents[2])
+    env = {**os.environ, **four_nodes.env(), "PYTHONPATH": src}
+    proc = subprocess.run(["sbatch", "--wait", "-N", "2", "-n", "4", "-o", str(out), str(script)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    text = out.read_text() if out.exists() else ""
+    assert proc.returncode == 0, proc.stdout + proc.stderr + text
+    assert "ARGV " + launch.env_prefix("mpich").joinpath("bin", "mpiexec").as_posix() + " -launcher slurm -hosts n1,n2" \
+        in text, text
+    (line,) = [ln for ln in text.splitlines() if ln.lstrip().startswith("HOSTS")]
+    assert line.split()[1:] == ["n1", "n1", "n2", "n2"], text
+    assert "EXIT 0" in text, text
 
 
 # A rank that sends Slurm's pmi2 plugin what MPICH sometimes does: a PMI-1 `put` longer than the 1024 bytes the plugin

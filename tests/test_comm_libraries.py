@@ -72,3 +72,20 @@ def test_run_env():
     assert "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM" not in run_env("mpich", "own_ring")
     assert run_env("intelmpi", DEFAULT) == {"I_MPI_PIN": "0"}
     assert {"own_ring", "own_recursive_doubling", "own_rabenseifner", "own_binomial"} <= set(OWN_ALGORITHMS)
+
+
+def test_every_library_says_how_its_ranks_start_under_slurm(monkeypatch):
+    """Each library starts by srun or by its own hydra inside an allocation, and says why where not srun; outside an
+    allocation, or with a site's own PMI plugin asked for, srun starts the ranks."""
+    from ardlab.comm import launch
+    for lib in LIBRARIES.values():
+        assert lib.slurm_start in ("srun", "hydra"), lib.name
+        assert lib.slurm_start == "srun" or lib.slurm_start_why, lib.name
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.setenv("ARDLAB_ENVS", "/nonexistent")  # no environment is needed to build an srun command
+    argv, _ = launch.allocation_command("mpich", 4, 2, ["python"])
+    assert argv[:3] == ["srun", "--mpi=pmi2", "--kill-on-bad-exit=1"]
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    argv, _ = launch.allocation_command("mpich", 4, 2, ["python"], srun_mpi="pmix")
+    assert argv[:2] == ["srun", "--mpi=pmix"]
+    assert launch.allocation_command("openmpi", 4, 2, ["python"])[0][0] == "srun"

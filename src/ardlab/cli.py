@@ -38,6 +38,8 @@ def _info(args: argparse.Namespace) -> int:
         print(f"  forcing adds: {' '.join(f'{k}={v}' for k, v in lib.force_env.items()) or '-'}")
         print(f"  cluster launch: {lib.pmi}"
               + (f"   env: {' '.join(f'{k}={v}' for k, v in lib.srun_env.items())}" if lib.srun_env else ""))
+        if lib.slurm_start_why:
+            print(f"  why {lib.slurm_start} inside an allocation: {lib.slurm_start_why}")
         if lib.time_shared_env:
             print(f"  srun on time-shared cores (emulated cluster, more ranks than cores) adds: "
                   f"{' '.join(f'{k}={v}' for k, v in lib.time_shared_env.items())}")

@@ -89,8 +89,11 @@ def command(plan: RunPlan, plan_file: Path) -> tuple[list[str], dict[str, str]]:
                  str(plan_file)]
     if time_shared(plan):  # the caller's own values win
         extra.update({k: v for k, v in library(plan.library).time_shared_env.items() if k not in os.environ})
-    return launch.srun_command(plan.library, plan.ranks, plan.nodes, inner, algorithm=algorithm, extra_env=extra,
-                               srun_mpi=plan.srun_mpi)
+    if plan.image:  # images run under srun (the image's MPI talks to srun's PMI plugin)
+        return launch.srun_command(plan.library, plan.ranks, plan.nodes, inner, algorithm=algorithm,
+                                   extra_env=extra, srun_mpi=plan.srun_mpi)
+    return launch.allocation_command(plan.library, plan.ranks, plan.nodes, inner, algorithm=algorithm,
+                                     extra_env=extra, srun_mpi=plan.srun_mpi)
 
 
 def time_shared(plan: RunPlan) -> bool:

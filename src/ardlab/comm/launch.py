@@ -152,7 +152,8 @@ def _execute_once(argv: Sequence[str], env: Mapping[str, str], attempt: int, *, 
                 raise
         if capture and proc.returncode != 0 and PMI_SPLIT in (out or "") + (err or ""):
             raise PmiRequestSplit(f"{PMI_SPLIT} (a rank's PMI-1 request split by Slurm's pmi2 plugin; the launch "
-                                  f"exited {proc.returncode})")
+                                  f"exited {proc.returncode}; inside an allocation, sbatch or salloc, ardlab starts "
+                                  f"MPICH with its own mpiexec, which this cannot hit)")
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
@@ -243,6 +244,55 @@ def srun_command(library_name: str, ranks: int, nodes: int, inner: Sequence[str]
     env = {**lib.srun_env, **os.environ, **run_env(library_name, algorithm), **(extra_env or {})}
     return ["srun", f"--mpi={srun_mpi or lib.srun_mpi}", "--kill-on-bad-exit=1", "-n", str(ranks), "-N", str(nodes),
             *inner], env
+
+
+def hydra_command(library_name: str, ranks: int, nodes: int, inner: Sequence[str], *, algorithm: str = DEFAULT,
+                  extra_env: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """(argv, env) that run `inner` as `ranks` ranks on the first `nodes` nodes of the Slurm allocation this runs
+    in, started by the environment's own mpiexec (MPICH's hydra: `-launcher slurm` starts one proxy per node through
+    srun, and mpiexec serves PMI itself). Ranks fill the nodes in blocks, as srun's default distribution does. A rank
+    that fails ends the launch (hydra's own clean-up)."""
+    if ranks < nodes:
+        raise ValueError(f"{ranks} ranks cannot spread over {nodes} nodes")
+    prefix = require_env(library_name)
+    env = {**os.environ, **run_env(library_name, algorithm), **(extra_env or {})}
+    hosts = allocation_nodes(env)
+    if len(hosts) < nodes:
+        raise ValueError(f"{nodes} nodes asked for, but the allocation (job {env['SLURM_JOB_ID']}) has "
+                         f"{len(hosts)}: {','.join(hosts)}")
+    per_node = -(-ranks // nodes)
+    return [str(prefix / "bin" / "mpiexec"), "-launcher", "slurm", "-hosts", ",".join(hosts[:nodes]),
+            "-n", str(ranks), "-ppn", str(per_node), *inner], env
+
+
+def allocation_nodes(env: Mapping[str, str]) -> list[str]:
+    """The node names of the Slurm job `env` runs in (SLURM_JOB_ID), in Slurm's order, asked of Slurm itself: a
+    job's own commands may have lost SLURM_JOB_NODELIST (Snakemake's job step keeps only the job's id)."""
+    job = env["SLURM_JOB_ID"]
+    shown = subprocess.run(["scontrol", "-o", "show", "job", job], env=dict(env), capture_output=True, text=True,
+                           timeout=60)
+    fields = dict(f.split("=", 1) for f in shown.stdout.split() if "=" in f)
+    if shown.returncode != 0 or fields.get("NodeList", "(null)") == "(null)":
+        raise RuntimeError(f"Slurm did not say which nodes job {job} holds: {(shown.stdout + shown.stderr).strip()}")
+    names = subprocess.run(["scontrol", "show", "hostnames", fields["NodeList"]], env=dict(env), capture_output=True,
+                           text=True, timeout=60, check=True)
+    return names.stdout.split()
+
+
+def allocation_command(library_name: str, ranks: int, nodes: int, inner: Sequence[str], *, algorithm: str = DEFAULT,
+                       extra_env: Mapping[str, str] | None = None, srun_mpi: str | None = None
+                       ) -> tuple[list[str], dict[str, str]]:
+    """(argv, env) that run `inner` (the environment's python and its arguments) as `ranks` ranks on `nodes` nodes
+    under Slurm, started the way the library's table says (`Library.slurm_start`). Hydra needs the allocation it
+    runs in (a batch job's, as the workflow's jobs are); outside one (a command on a login node), srun makes the
+    allocation and starts the ranks itself, and so does an explicit `srun_mpi` (a site's PMI plugin)."""
+    start = library(library_name).slurm_start
+    if srun_mpi or start == "srun" or "SLURM_JOB_ID" not in os.environ:
+        return srun_command(library_name, ranks, nodes, inner, algorithm=algorithm, extra_env=extra_env,
+                            srun_mpi=srun_mpi)
+    if start == "hydra":
+        return hydra_command(library_name, ranks, nodes, inner, algorithm=algorithm, extra_env=extra_env)
+    raise ValueError(f"{library_name}: unknown slurm_start {start!r} in the library table (srun or hydra)")
 
 
 def run(

@@ -138,6 +138,11 @@ class Library:
     image_debs: tuple[str, ...] = ()
     # What the tests proved of `srun --mpi=<srun_mpi>` on the emulated cluster (tests/test_cluster.py).
     srun_proof: str = ""
+    # How ardlab starts the ranks of an environment (not an image) inside a Slurm allocation: "srun" (srun
+    # --mpi=<srun_mpi> starts every rank) or "hydra" (the environment's own mpiexec, `-launcher slurm`: srun starts
+    # one proxy per node and mpiexec serves PMI itself). A plan's own srun_mpi (a site's PMI) means srun.
+    slurm_start: str = "srun"
+    slurm_start_why: str = ""
     # Settings for srun launches whose ranks time-share cores (the emulated cluster's nodes share this machine's):
     # the library's ranks wait for messages without spinning, else a rank waits for a time slice for every
     # message (measured at 4 nodes x 1 rank on 2 cores, 1 Gbit/s, ring: Open MPI 12 ms at 64 B and 50 ms at
@@ -266,9 +271,17 @@ MPICH = Library(
                           note="falls back silently to auto when MPICH has no CCL backend (PyPI build has none)",
                           selectable=False, runs_default=True),
     },
-    pmi="srun --mpi=pmi2 (MPICH's hydra/PMI-1/2 client); or the image's mpiexec inside one allocation",
+    pmi="inside an allocation its own mpiexec (hydra, -launcher slurm); an image, or outside an allocation: "
+        "srun --mpi=pmi2 (MPICH's PMI-1 client)",
     srun_mpi="pmi2",
     srun_proof=_SRUN_PROOF,
+    slurm_start="hydra",
+    slurm_start_why=(
+        "Slurm's pmi2 plugin (22.05) reads a PMI-1 request with one read() of at most 1024 bytes, and MPICH's "
+        "ch4:ucx sends its addresses as `put` requests of up to ~1080 bytes whose length depends on stray bytes "
+        "after the address (measured: per-rank values of 9 segments, mostly uninitialised memory, their lengths "
+        "changed by the install path and the environment); a split request leaves the ranks in MPI_Init for good. "
+        "Hydra reads whole lines (docs/cluster.md)."),
     # The JSON replaces MPICH's whole built-in selection tree, so it must cover every collective.
     tuning_env={"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": "{path}", "MPIR_CVAR_DEVICE_COLLECTIVES": "none"},
     tuning_suffix=".json",

@@ -93,8 +93,8 @@ def _phases(comm, algorithms: list[str], calls) -> None:
 def _command(library_name: str, ranks: int, nodes: int, launcher: str, argv: list[str], algorithm: str,
              extra: dict[str, str]) -> tuple[list[str], dict[str, str]]:
     if launcher == "srun":
-        return launch.srun_command(library_name, ranks, nodes, [str(launch.python_of(library_name)), *argv],
-                                   algorithm=algorithm, extra_env=extra)
+        return launch.allocation_command(library_name, ranks, nodes, [str(launch.python_of(library_name)), *argv],
+                                         algorithm=algorithm, extra_env=extra)
     if nodes != 1:
         raise ValueError(f"nodes={nodes} needs the srun launcher (mpiexec here runs on one node)")
     return launch.command(library_name, ranks, argv, algorithm=algorithm, extra_env=extra)
