@@ -271,8 +271,8 @@ MPICH = Library(
                           note="falls back silently to auto when MPICH has no CCL backend (PyPI build has none)",
                           selectable=False, runs_default=True),
     },
-    pmi="inside an allocation its own mpiexec (hydra, -launcher slurm); an image, or outside an allocation: "
-        "srun --mpi=pmi2 (MPICH's PMI-1 client)",
+    pmi="srun --mpi=pmi2 (MPICH's PMI-1 client; a request over 1024 bytes hangs it, docs/cluster.md); or the "
+        "image's mpiexec (hydra, -launcher slurm) inside one allocation, as ardlab's own environments start",
     srun_mpi="pmi2",
     srun_proof=_SRUN_PROOF,
     slurm_start="hydra",
