@@ -152,8 +152,8 @@ def _execute_once(argv: Sequence[str], env: Mapping[str, str], attempt: int, *, 
                 raise
         if capture and proc.returncode != 0 and PMI_SPLIT in (out or "") + (err or ""):
             raise PmiRequestSplit(f"{PMI_SPLIT} (a rank's PMI-1 request split by Slurm's pmi2 plugin; the launch "
-                                  f"exited {proc.returncode}; inside an allocation, sbatch or salloc, ardlab starts "
-                                  f"MPICH with its own mpiexec, which this cannot hit)")
+                                  f"exited {proc.returncode}; inside a batch job, sbatch, ardlab starts MPICH with its "
+                                  f"own mpiexec, which this cannot hit)")
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
