@@ -269,12 +269,12 @@ def allocation_nodes(env: Mapping[str, str]) -> list[str]:
     """The node names of the Slurm job `env` runs in (SLURM_JOB_ID), in Slurm's order, asked of Slurm itself: a
     job's own commands may have lost SLURM_JOB_NODELIST (Snakemake's job step keeps only the job's id)."""
     job = env["SLURM_JOB_ID"]
-    shown = subprocess.run(["scontrol", "-o", "show", "job", job], env=dict(env), capture_output=True, text=True,
-                           timeout=60)
-    fields = dict(f.split("=", 1) for f in shown.stdout.split() if "=" in f)
-    if shown.returncode != 0 or fields.get("NodeList", "(null)") == "(null)":
+    shown = subprocess.run(["squeue", "--noheader", "--jobs", job, "--format", "%N"], env=dict(env),
+                           capture_output=True, text=True, timeout=60)
+    nodelist = shown.stdout.strip()
+    if shown.returncode != 0 or not nodelist:
         raise RuntimeError(f"Slurm did not say which nodes job {job} holds: {(shown.stdout + shown.stderr).strip()}")
-    names = subprocess.run(["scontrol", "show", "hostnames", fields["NodeList"]], env=dict(env), capture_output=True,
+    names = subprocess.run(["scontrol", "show", "hostnames", nodelist], env=dict(env), capture_output=True,
                            text=True, timeout=60, check=True)
     return names.stdout.split()
 
