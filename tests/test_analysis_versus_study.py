@@ -130,3 +130,36 @@ def test_the_report_lists_a_disagreeing_variant_and_claims_nothing_from_it(tmp_p
     assert table.loc[("mpich", "tuned"), "loss_agrees"] == False  # noqa: E712
     assert table.loc[("mpich", "ring"), "loss_agrees"]
     assert not made["claims"].astype(str).apply(lambda c: c.str.contains("tuned")).any().any()
+
+
+def _reported_run(folder, rate: str | None, speedup: float):
+    """A run folder as `ardlab report` and the run_info rule leave it: its selection_vs_share table and run.yaml."""
+    import yaml
+
+    t = _rows({**RATES, ("mpich", "ring"): 100.0 * speedup}, share=SHARE)
+    (folder / "tables").mkdir(parents=True)
+    vs.points(cmp.training(t), t, PICKS).to_csv(folder / "tables" / "selection_vs_share.csv", index=False)
+    (folder / "run.yaml").write_text(yaml.safe_dump({"config": {"link_rate": rate} if rate else {}}))
+    return folder
+
+
+def test_regimes_put_runs_at_two_rates_on_one_figure(tmp_path):
+    from ardlab.cli import main
+
+    fast, slow = _reported_run(tmp_path / "a", "1gbit", 1.25), _reported_run(tmp_path / "b", "250mbit", 1.6)
+    assert main(["report", "--regimes", str(fast), str(slow), "--output", str(tmp_path / "study")]) == 0
+    pts = pd.read_csv(tmp_path / "study" / "tables" / "regimes.csv")
+    picked = pts[(pts.library == "mpich") & (pts.selection == "picked best")].set_index("link_rate")
+    assert picked.speedup.to_dict() == pytest.approx({"1gbit": 1.25, "250mbit": 1.6}, rel=0.02)
+    assert set(pts.run) == {str(fast), str(slow)}
+    assert (tmp_path / "study" / "figures" / "speedup_vs_allreduce_share.png").stat().st_size > 0
+
+
+def test_regimes_name_the_run_that_cannot_be_read(tmp_path):
+    unreported = tmp_path / "unreported"
+    (unreported / "raw").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match=r"unreported/tables/selection_vs_share.csv is missing.*ardlab report"):
+        vs.regimes([unreported])
+    one_node = _reported_run(tmp_path / "local", None, 1.1)
+    with pytest.raises(ValueError, match=r"local/run.yaml names no link_rate"):
+        vs.regimes([one_node])

@@ -279,7 +279,9 @@ def _pick(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from ardlab.analysis import report
 
-    if args.compare:
+    if args.regimes:
+        paths = report.regimes_report(args.regimes, args.output or "results/study")
+    elif args.compare:
         paths = report.compare_runs(*args.compare, args.output or Path(args.compare[0]) / "tables")
         import pandas as pd
 
@@ -465,7 +467,11 @@ def _report_parser(s):
     s.add_argument("--run", help="a run folder: report every CSV under its raw/ (instead of --bench/--train)")
     s.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"),
                    help="list every significant claim of run A and whether run B agrees (reproduce tables)")
-    s.add_argument("--output", help="with --compare: folder for reproduce*.{csv,md} (default RUN_A/tables)")
+    s.add_argument("--regimes", nargs="+", metavar="RUN",
+                   help="reported runs at different link rates: their selections' speedups against the Allreduce "
+                        "share in one table and figure (into --output, default results/study)")
+    s.add_argument("--output", help="with --compare: folder for reproduce*.{csv,md} (default RUN_A/tables); "
+                                    "with --regimes: folder for tables/ and figures/ (default results/study)")
     s.set_defaults(func=_report)
 
 

@@ -25,6 +25,8 @@ between variants measured in the same paired, interleaved rounds, with 95% inter
 Figures in <results>/figures/measured (``figures``).
 `ardlab report --compare RUN_A RUN_B` writes reproduce.{csv,md} and reproduce_summary.{csv,md}: every significant
 claim of run A and whether run B agrees (``reproduce``).
+`ardlab report --regimes RUN... --output DIR` puts the selection_vs_share points of reported runs at different link
+rates in one table (DIR/tables/regimes) and one figure (DIR/figures/speedup_vs_allreduce_share) (``versus_study``).
 """
 
 from __future__ import annotations
@@ -125,3 +127,11 @@ def compare_runs(run_a: str | Path, run_b: str | Path, output: str | Path) -> li
     output = Path(output)
     summary, rows = REPRODUCE_TABLES
     return save_frame(reproduce.summary(m), output / summary) + save_frame(m, output / rows)
+
+
+def regimes_report(runs: list[str | Path], output: str | Path) -> list[Path]:
+    """`ardlab report --regimes RUN...`: the selections' training speedups against the Allreduce share, every run's
+    points (each its link rate) in one table and one figure under `output`."""
+    pts = versus_study.regimes(runs)
+    output = Path(output)
+    return save_frame(pts, output / "tables" / "regimes") + versus_study.figure(pts, output / "figures")

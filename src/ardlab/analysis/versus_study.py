@@ -12,7 +12,8 @@ from (framework, model, nodes x ranks, link rate) and the share of a step the Al
 - the best library+algorithm over the worst library's default, and over the worst combination (up to 2.8x).
 
 The figure (``figure``): each selection's training speedup over the default against the Allreduce share of the
-group, per library, with intervals; the study's 1.2x as a line.
+group, per library, with intervals; the study's 1.2x as a line. ``regimes`` puts the points of several runs (link
+rates) on one such figure (`ardlab report --regimes RUN...`), each run's rate in its own marker.
 """
 
 from __future__ import annotations
@@ -157,8 +158,37 @@ def points(train: pd.DataFrame, t: pd.DataFrame, picks: dict | None = None) -> p
     return pd.DataFrame(out, columns=POINT_COLUMNS)
 
 
+REGIME_COLUMNS = ["run", "link_rate", *POINT_COLUMNS]
+# A rate's marker in the figure of several runs (`regimes`); rates not listed get the next of EXTRA_MARKERS.
+RATE_MARKERS = {"1gbit": "o", "250mbit": "^"}
+EXTRA_MARKERS = ("D", "v", "P", "X")
+
+
+def regimes(runs: list[str | Path]) -> pd.DataFrame:
+    """The figure's points of several runs in one table, each with its run folder and link rate (run.yaml's
+    config): one point per group, library and selection, as each run's own `report` wrote them
+    (tables/selection_vs_share.csv)."""
+    import yaml
+
+    frames = []
+    for run in runs:
+        run = Path(run)
+        table, info = run / "tables" / "selection_vs_share.csv", run / "run.yaml"
+        for path, made_by in ((table, f"ardlab report --run {run}"), (info, "the workflow's run_info rule")):
+            if not path.is_file():
+                raise FileNotFoundError(f"{path} is missing: {run} is not a reported run folder ({made_by} makes it)")
+        rate = (yaml.safe_load(info.read_text()) or {}).get("config", {}).get("link_rate")
+        if not rate:
+            raise ValueError(f"{info} names no link_rate: {run} is not a run across nodes")
+        pts = pd.read_csv(table)
+        frames.append(pts.assign(run=str(run), link_rate=str(rate))[REGIME_COLUMNS])
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=REGIME_COLUMNS)
+
+
 def figure(pts: pd.DataFrame, out: Path) -> list[Path]:
-    """Training speedup of each selection over the default against the Allreduce share, one panel per library."""
+    """Training speedup of each selection over the default against the Allreduce share, one panel per library;
+    with a ``link_rate`` column (``regimes``), each rate in its own marker, each selection and framework in its own
+    colour."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -167,13 +197,22 @@ def figure(pts: pd.DataFrame, out: Path) -> list[Path]:
     if pts.empty or pts.allreduce_share.isna().all():
         return []
     libs = sorted(pts.library.unique())
+    rates = list(dict.fromkeys(pts.link_rate)) if "link_rate" in pts else [None]
+    extra = iter(EXTRA_MARKERS)
+    markers = {rate: RATE_MARKERS.get(rate) or next(extra) for rate in rates if rate}
+    kinds = sorted({(r.selection, r.framework) for r in pts.itertuples()})
+    colours = {k: f"C{i}" for i, k in enumerate(kinds)}
     fig, axes = plt.subplots(1, len(libs), figsize=(4.2 * len(libs), 3.6), sharey=True, squeeze=False)
     for ax, lib in zip(axes[0], libs):
-        for (sel, fw), g in pts[pts.library == lib].groupby(["selection", "framework"]):
+        keys = ["selection", "framework", *(["link_rate"] if "link_rate" in pts else [])]
+        for key, g in pts[pts.library == lib].groupby(keys, sort=False):
+            sel, fw, rate = (*key, None)[:3]
             lo = (g.speedup - g.ci_low).clip(lower=0).fillna(0)
             hi = (g.ci_high - g.speedup).clip(lower=0).fillna(0)
-            ax.errorbar(g.allreduce_share, g.speedup, yerr=[lo, hi], fmt="o" if sel == "tuned" else "s",
-                        capsize=3, label=f"{sel}, {fw}", alpha=0.8)
+            fmt = markers[rate] if rate else "o" if sel == "tuned" else "s"
+            label = f"{sel}, {fw}" + (f", {rate}" if rate else "")
+            ax.errorbar(g.allreduce_share, g.speedup, yerr=[lo, hi], fmt=fmt, color=colours[(sel, fw)],
+                        capsize=3, label=label, alpha=0.8)
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.axhline(STUDY["algorithm"], color="tab:red", ls="--", lw=0.8, label="the study's 1.2x")
         ax.set_title(lib)
