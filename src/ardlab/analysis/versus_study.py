@@ -168,18 +168,18 @@ def regimes(runs: list[str | Path]) -> pd.DataFrame:
     """The figure's points of several runs in one table, each with its run folder and link rate (run.yaml's
     config): one point per group, library and selection, as each run's own `report` wrote them
     (tables/selection_vs_share.csv)."""
-    import yaml
+    from ardlab.study.runinfo import recorded_config
 
     frames = []
     for run in runs:
         run = Path(run)
-        table, info = run / "tables" / "selection_vs_share.csv", run / "run.yaml"
-        for path, made_by in ((table, f"ardlab report --run {run}"), (info, "the workflow's run_info rule")):
-            if not path.is_file():
-                raise FileNotFoundError(f"{path} is missing: {run} is not a reported run folder ({made_by} makes it)")
-        rate = (yaml.safe_load(info.read_text()) or {}).get("config", {}).get("link_rate")
+        table = run / "tables" / "selection_vs_share.csv"
+        if not table.is_file():
+            raise FileNotFoundError(f"{table} is missing: {run} is not a reported run folder "
+                                    f"(ardlab report --run {run} makes it)")
+        rate = recorded_config(run).get("link_rate")
         if not rate:
-            raise ValueError(f"{info} names no link_rate: {run} is not a run across nodes")
+            raise ValueError(f"{run / 'run.yaml'} names no link_rate: {run} is not a run across nodes")
         pts = pd.read_csv(table)
         frames.append(pts.assign(run=str(run), link_rate=str(rate))[REGIME_COLUMNS])
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=REGIME_COLUMNS)
@@ -197,14 +197,14 @@ def figure(pts: pd.DataFrame, out: Path) -> list[Path]:
     if pts.empty or pts.allreduce_share.isna().all():
         return []
     libs = sorted(pts.library.unique())
-    rates = list(dict.fromkeys(pts.link_rate)) if "link_rate" in pts else [None]
+    by_rate = "link_rate" in pts
+    keys = ["selection", "framework", *(["link_rate"] if by_rate else [])]
     extra = iter(EXTRA_MARKERS)
-    markers = {rate: RATE_MARKERS.get(rate) or next(extra) for rate in rates if rate}
+    markers = {rate: RATE_MARKERS.get(rate) or next(extra) for rate in dict.fromkeys(pts.link_rate)} if by_rate else {}
     kinds = sorted({(r.selection, r.framework) for r in pts.itertuples()})
     colours = {k: f"C{i}" for i, k in enumerate(kinds)}
     fig, axes = plt.subplots(1, len(libs), figsize=(4.2 * len(libs), 3.6), sharey=True, squeeze=False)
     for ax, lib in zip(axes[0], libs):
-        keys = ["selection", "framework", *(["link_rate"] if "link_rate" in pts else [])]
         for key, g in pts[pts.library == lib].groupby(keys, sort=False):
             sel, fw, rate = (*key, None)[:3]
             lo = (g.speedup - g.ci_low).clip(lower=0).fillna(0)

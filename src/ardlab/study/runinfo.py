@@ -54,6 +54,14 @@ def write(path: str | Path, config: dict) -> Path:
     return path
 
 
+def recorded_config(run: str | Path) -> dict:
+    """The config a run folder recorded (its run.yaml's ``config``, as ``describe`` wrote it)."""
+    path = Path(run) / "run.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: {run} is not a run folder (the workflow's run_info rule writes it)")
+    return (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+
+
 if __name__ == "__main__":  # the workflow's run_info rule: OUTPUT CONFIG_JSON
     import json
 
