@@ -8,7 +8,8 @@
   the previous file under that name, if any, stays intact.
 - Tables: a CSV (one row a measurement) and the same rows as Markdown, side by side.
 
-Standard library only, so the library environments (which have no pandas) and Snakemake can use it.
+Standard library only at import (recorded_config imports yaml when called), so the library environments (which
+have no pandas) and Snakemake can use it.
 """
 
 from __future__ import annotations
@@ -112,6 +113,16 @@ RANGES_COLUMNS = ["lo_bytes", "hi_bytes", "algorithm"]
 
 
 MIB = 1 << 20  # bytes in a MiB: options given in MiB (bucket_mb, fusion_threshold_mb, budget_mib)
+
+
+def recorded_config(run: str | os.PathLike) -> dict:
+    """The config a run folder recorded (the ``config`` of its run.yaml, as ``ardlab.study.runinfo`` wrote it)."""
+    import yaml  # not the standard library, but in every environment; imported here so writers of rows need none
+
+    path = Path(run) / "run.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: {run} is not a run folder (the workflow's run_info rule writes it)")
+    return (yaml.safe_load(path.read_text()) or {}).get("config") or {}
 
 
 def mib_bytes(mib: float) -> int:

@@ -26,6 +26,7 @@ import pandas as pd
 from ardlab.analysis.comparisons import by_round, paired_speedup
 from ardlab.stats import FASTER, TOO_FEW
 from ardlab.comm.libraries import DEFAULT, TUNED
+from ardlab.results import recorded_config
 
 STUDY = {"algorithm": 1.2, "library": 2.8}
 POINT_COLUMNS = ["group", "library", "selection", "algorithm", "framework", "model", "nodes", "ranks",
@@ -168,8 +169,6 @@ def regimes(runs: list[str | Path]) -> pd.DataFrame:
     """The figure's points of several runs in one table, each with its run folder and link rate (run.yaml's
     config): one point per group, library and selection, as each run's own `report` wrote them
     (tables/selection_vs_share.csv)."""
-    from ardlab.study.runinfo import recorded_config
-
     frames = []
     for run in runs:
         run = Path(run)

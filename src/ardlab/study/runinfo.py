@@ -1,5 +1,7 @@
 """What a run folder records about itself (run.yaml): the machine, the software, the code and the config.
 
+Readers of a run take its recorded config from ``ardlab.results.recorded_config`` (the leaf, so analysis can read it).
+
 A run is a unit: one folder (``results/runs/<name>``) holds its raw rows, tuned files, tables, figures, logs and
 this record, and nothing in it comes from another run.
 """
@@ -52,14 +54,6 @@ def write(path: str | Path, config: dict) -> Path:
     with atomic_open(path) as f:
         yaml.safe_dump(describe(config), f, sort_keys=False)
     return path
-
-
-def recorded_config(run: str | Path) -> dict:
-    """The config a run folder recorded (its run.yaml's ``config``, as ``describe`` wrote it)."""
-    path = Path(run) / "run.yaml"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing: {run} is not a run folder (the workflow's run_info rule writes it)")
-    return (yaml.safe_load(path.read_text()) or {}).get("config") or {}
 
 
 if __name__ == "__main__":  # the workflow's run_info rule: OUTPUT CONFIG_JSON
