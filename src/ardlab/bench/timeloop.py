@@ -40,21 +40,22 @@ def build(prefix: str | Path | None = None) -> Path:
     return compile_against(SOURCE, LIBRARY_FILE, prefix, "the timing loop")
 
 
-def compile_against(source: Path, name: str, prefix: str | Path | None, what: str) -> Path:
+def compile_against(source: Path, name: str, prefix: str | Path | None, what: str, mpi: bool = True) -> Path:
     """Compile `source` into <prefix>/lib/<name> against the MPI of the environment at `prefix` (its include/ and
     lib/libmpi): gcc with those paths for every library alike, since the Intel MPI wheel's mpicc wrapper is broken
     (it holds a literal I_MPI_SUBSTITUTE_INSTALLDIR). Written under a temporary name and renamed, so a failed build
-    leaves nothing."""
+    leaves nothing. With `mpi` false, a plain shared library (pthreads) for any environment."""
     prefix = Path(prefix or sys.prefix).resolve()
     compiler = shutil.which("gcc") or shutil.which("cc")
     if compiler is None:
         raise RuntimeError(f"no C compiler (gcc) to build {what}; install it (Debian: apt-get install gcc)")
-    if not (prefix / "include" / "mpi.h").is_file():
+    if mpi and not (prefix / "include" / "mpi.h").is_file():
         raise FileNotFoundError(f"no mpi.h under {prefix / 'include'}: not an environment with an MPI library")
     out = prefix / "lib" / name
     tmp = out.with_name(out.name + ".tmp")
+    links = [f"-L{prefix / 'lib'}", "-lmpi", f"-Wl,-rpath,{prefix / 'lib'}"] if mpi else ["-lpthread"]
     cmd = [compiler, "-O2", "-std=c11", "-Wall", "-Werror", "-shared", "-fPIC", f"-I{prefix / 'include'}",
-           str(source), f"-L{prefix / 'lib'}", "-lmpi", f"-Wl,-rpath,{prefix / 'lib'}", "-o", str(tmp)]
+           str(source), *links, "-o", str(tmp)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         tmp.unlink(missing_ok=True)

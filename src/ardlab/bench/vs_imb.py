@@ -165,16 +165,23 @@ def applicable_sizes(library_name: str, algorithm: str, sizes: list[int], ranks:
 
 
 def measure(libraries: list[str], sizes: list[int], ranks: int, rounds: int, seed: int,
-            tools: tuple[str, ...] = DEFAULT_TOOLS) -> list[dict]:
+            tools: tuple[str, ...] = DEFAULT_TOOLS, probe_cpus: tuple[int, int] | None = (0, 1)) -> list[dict]:
     """Every (library, algorithm, tool) once per round. A round runs the (library, algorithm) blocks in a seeded
     shuffled order and, inside a block, its tools in one too: the launches a ratio pairs run next to each other
-    (seconds apart), so that the machine's drift hardly enters the ratio."""
+    (seconds apart), so that the machine's drift hardly enters the ratio. With `probe_cpus`, the cache-line round
+    trip between those CPUs (ardlab.bench.corelatency) is measured right before and right after every launch and
+    kept in its rows (core_rtt_before_ns, core_rtt_after_ns)."""
+    from ardlab.bench import corelatency
     from ardlab.rounds import order, schedule
+
+    def probe() -> float:
+        return corelatency.round_trip_ns(probe_cpus) if probe_cpus else float("nan")
 
     blocks = [(lib, alg) for lib in libraries for alg in ALGORITHMS[lib]]
     for lib in libraries:
         if lib in IMB_LIBRARIES and any(TOOLS[t][0] == "imb" for t in tools):
             imb_env(lib, "default")  # fails before anything runs where IMB would load another library
+    probe()  # likewise where the probe is not built or cannot pin its CPUs
     rows = []
     for r, block_order in enumerate(schedule(blocks, rounds=rounds, seed=seed, group="vs_imb")):
         position = 0
@@ -182,8 +189,11 @@ def measure(libraries: list[str], sizes: list[int], ranks: int, rounds: int, see
             mine = applicable_sizes(lib, alg, sizes, ranks)
             mine_tools = [t for t in tools if TOOLS[t][0] != "imb" or lib in IMB_LIBRARIES]
             for tool in order(mine_tools, seed=seed, group=f"vs_imb/{lib}/{alg}", round_index=r):
+                before = probe()
                 got = run_tool(tool, lib, alg, mine, ranks)
-                rows += [{"library": lib, "algorithm": alg, "tool": tool, "round": r, "position": position, **g}
+                after = probe()
+                rows += [{"library": lib, "algorithm": alg, "tool": tool, "round": r, "position": position, **g,
+                          "core_rtt_before_ns": round(before, 1), "core_rtt_after_ns": round(after, 1)}
                          for g in got]
                 position += 1
                 print(f"round {r + 1}/{rounds}: {lib} {alg} {tool}", flush=True)
@@ -194,32 +204,74 @@ def _column(tool: str) -> str:
     return tool.replace("-", "_").replace("@", "_")
 
 
+def with_windows(df):
+    """`df` (raw rows) with each launch's `window` (ardlab.bench.corelatency.window: fast, slow or mixed) from the
+    cache-line round trips measured before and after it, against the fastest of the whole run; empty where a row has
+    none (rows from before the probe)."""
+    from ardlab.bench.corelatency import window
+
+    if "core_rtt_before_ns" not in df:
+        return df.assign(window="")
+    fastest = df[["core_rtt_before_ns", "core_rtt_after_ns"]].min().min()
+    return df.assign(window=[window(b, a, fastest) if b == b and a == a else ""
+                             for b, a in zip(df.core_rtt_before_ns, df.core_rtt_after_ns)])
+
+
 def summarize(rows: list[dict]) -> list[dict]:
     """Per (library, algorithm, size): each tool's median time, and each tool's time over the reference's (IMB where
     the library has it, else ardlab's `c`) as the ratio of medians over paired rounds with its 95% bootstrap
-    interval (ardlab.stats.speedup_ci); `agreement` says whether ardlab's `c` is within AGREE of IMB."""
+    interval (ardlab.stats.speedup_ci); `agreement` says whether ardlab's `c` is within AGREE of IMB. Where the rows
+    carry the cache-line probe, the same ratios again over the rounds in which both launches ran in a fast window
+    (`*_fast`; `rounds_fast` counts those of IMB and `c`) and in a slow one (`*_slow`): the machine's windows
+    (ardlab.bench.corelatency) told apart from the tools."""
     import pandas as pd
 
-    from ardlab.stats import speedup_ci
-
-    df = pd.DataFrame(rows)
-    wide = df.pivot_table(index=["library", "algorithm", "size_bytes", "round"], columns="tool", values="avg_us")
+    df = with_windows(pd.DataFrame(rows))
+    keys = ["library", "algorithm", "size_bytes", "round"]
+    wide = df.pivot_table(index=keys, columns="tool", values="avg_us")
+    windows = df.pivot_table(index=keys, columns="tool", values="window", aggfunc="first")
+    probed = bool((df.window != "").any())
     out = []
     for (lib, alg, size), g in wide.groupby(level=[0, 1, 2], sort=False):
         g = g.dropna(axis=1, how="all")
         reference = next((t for t in ("imb", "c") if t in g), None)  # no ratios where the run had neither
         row = {"library": lib, "algorithm": alg, "size_bytes": size, "rounds": len(g), "reference": reference or ""}
         row |= {f"{_column(t)}_us": g[t].median() for t in g.columns}
-        for tool in g.columns:
-            if reference and tool != reference:
-                ratio, lo, hi = speedup_ci(g[tool], g[reference])
-                row |= {f"{_column(tool)}_over_{reference}": ratio, f"{_column(tool)}_over_{reference}_lo": lo,
-                        f"{_column(tool)}_over_{reference}_hi": hi}
+        row |= ratios(g, reference)
         if reference == "imb" and "c" in g:
             row["agreement"] = agreement(row["c_over_imb"], row["c_over_imb_lo"], row["c_over_imb_hi"])
+        if probed and reference:
+            w = windows.loc[g.index]
+            for state in ("fast", "slow"):
+                both = [t for t in g.columns if t != reference]
+                mask = w[reference] == state
+                # the paired rounds of the pair the agreement is about (IMB and `c`), else the reference's
+                row[f"rounds_{state}"] = int((mask & (w["c"] == state)).sum() if "c" in w and reference != "c"
+                                             else mask.sum())
+                for tool in both:
+                    sub = g[mask & (w[tool] == state)][[reference, tool]]
+                    row |= {f"{k}_{state}": v for k, v in ratios(sub, reference, tools=[tool]).items()}
+                if reference == "imb" and "c" in g:
+                    r, lo, hi = (row[f"c_over_imb{x}_{state}"] for x in ("", "_lo", "_hi"))
+                    row[f"agreement_{state}"] = agreement(r, lo, hi) if r == r else ""
         out.append(row)
     columns = list(dict.fromkeys(k for row in out for k in row))  # every row the same columns (Open MPI: no IMB)
-    return [{k: row.get(k, "" if k == "agreement" else float("nan")) for k in columns} for row in out]
+    return [{k: row.get(k, "" if k.startswith("agreement") else float("nan")) for k in columns} for row in out]
+
+
+def ratios(g, reference: str | None, tools=None) -> dict:
+    """Each tool's time over the reference's in the paired rounds of `g` (one column a tool, one row a round):
+    ratio of medians and 95% bootstrap interval (ardlab.stats.speedup_ci: rounds missing either dropped)."""
+    from ardlab.stats import speedup_ci
+
+    out = {}
+    for tool in tools if tools is not None else g.columns:
+        if not reference or tool == reference:
+            continue
+        key = f"{_column(tool)}_over_{reference}"
+        ratio, lo, hi = speedup_ci(g[tool], g[reference])
+        out |= {key: ratio, f"{key}_lo": lo, f"{key}_hi": hi}
+    return out
 
 
 def agreement(ratio: float, lo: float, hi: float) -> str:
