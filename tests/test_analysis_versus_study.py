@@ -60,6 +60,12 @@ def test_no_effect_is_said_plainly():
     assert np.isnan(row.allreduce_share)  # no split in these rows
 
 
+def test_an_interval_holding_1x_and_the_study_is_not_a_confirmation():
+    assert vs._agreement(1.22, 0.88, 1.36, 1.2, SAME) == \
+        "not significant: the interval holds both 1x and the study's value"
+    assert vs._agreement(1.22, 1.05, 1.36, 1.2, "faster") == "confirms the study's value"
+
+
 def test_defaults_only():
     """A run that trains each library's default only: nothing to say per library, the across-library claims stay."""
     t = _rows({("mpich", "default"): 100.0, ("openmpi", "default"): 50.0})
@@ -133,12 +139,14 @@ def test_the_report_lists_a_disagreeing_variant_and_claims_nothing_from_it(tmp_p
 
 
 def _reported_run(folder, rate: str | None, speedup: float):
-    """A run folder as `ardlab report` and the run_info rule leave it: its selection_vs_share table and run.yaml."""
+    """A run folder as `ardlab report` and the run_info rule leave it: its selection_vs_share and study_vs_ardlab
+    tables and run.yaml."""
     import yaml
 
-    t = _rows({**RATES, ("mpich", "ring"): 100.0 * speedup}, share=SHARE)
+    t = _rows({**RATES, ("mpich", "ring"): 100.0 * speedup}, share=SHARE).assign(link_rate=rate)
     (folder / "tables").mkdir(parents=True)
     vs.points(cmp.training(t), t, PICKS).to_csv(folder / "tables" / "selection_vs_share.csv", index=False)
+    vs.table(cmp.training(t), t, PICKS).to_csv(folder / "tables" / "study_vs_ardlab.csv", index=False)
     (folder / "run.yaml").write_text(yaml.safe_dump({"config": {"link_rate": rate} if rate else {}}))
     return folder
 
@@ -153,6 +161,16 @@ def test_regimes_put_runs_at_two_rates_on_one_figure(tmp_path):
     assert picked.speedup.to_dict() == pytest.approx({"1gbit": 1.25, "250mbit": 1.6}, rel=0.02)
     assert set(pts.run) == {str(fast), str(slow)}
     assert (tmp_path / "study" / "figures" / "speedup_vs_allreduce_share.png").stat().st_size > 0
+    # the runs' claims side by side, claim by claim, each with its rate; and as the README shows them
+    head = pd.read_csv(tmp_path / "study" / "tables" / "study_vs_ardlab.csv")
+    best = head[head.claim == "mpich: its best variant over its default"]
+    assert list(best.link_rate) == ["1gbit", "250mbit"] and list(best.ardlab) == pytest.approx([1.25, 1.6], rel=0.02)
+    assert list(head.claim.drop_duplicates()) == [
+        "mpich: its best variant over its default", "openmpi: its best variant over its default",
+        "best library+algorithm over the worst library's default", "best library+algorithm over the worst combination"]
+    md = (tmp_path / "study" / "tables" / "study_vs_ardlab.md").read_text()
+    assert "| MPICH: best algorithm over its default (1.2x) | 250 Mbit/s | 1.60x [" in md
+    assert "(MPICH `ring` over Open MPI `default`)" in md
 
 
 def test_regimes_name_the_run_that_cannot_be_read(tmp_path):

@@ -38,7 +38,7 @@ import pandas as pd
 from ardlab.analysis import comparisons as cmp
 from ardlab.analysis import figures, network, read, reproduce, versus_study
 from ardlab.comm.libraries import TUNED
-from ardlab.results import REPRODUCE_TABLES, save_frame
+from ardlab.results import REPRODUCE_TABLES, save_frame, save_markdown, write_csv
 
 MICROBENCH_TABLES = ("microbench_speedup", "microbench_across_libraries", "best_algorithm_ranges")
 TRAINING_TABLE = "training_throughput"
@@ -131,7 +131,14 @@ def compare_runs(run_a: str | Path, run_b: str | Path, output: str | Path) -> li
 
 def regimes_report(runs: list[str | Path], output: str | Path) -> list[Path]:
     """`ardlab report --regimes RUN...`: the selections' training speedups against the Allreduce share, every run's
-    points (each its link rate) in one table and one figure under `output`."""
+    points (each its link rate) in one table and one figure under `output`, and the runs' study-vs-ardlab claims
+    side by side (tables/study_vs_ardlab.csv, and .md as the README shows it)."""
     pts = versus_study.regimes(runs)
     output = Path(output)
-    return save_frame(pts, output / "tables" / "regimes") + versus_study.figure(pts, output / "figures")
+    head = versus_study.headline(runs)
+    columns, rows = versus_study.headline_markdown(head)
+    tables = output / "tables"
+    return (save_frame(pts, tables / "regimes")
+            + [write_csv(tables / "study_vs_ardlab.csv", versus_study.HEADLINE_COLUMNS, head.to_dict("records")),
+               save_markdown(columns, rows, tables / "study_vs_ardlab.md")]
+            + versus_study.figure(pts, output / "figures"))

@@ -61,10 +61,12 @@ def read_picks(results: str | Path) -> dict[str, dict[str, dict[str, str]]]:
 def _agreement(value: float, lo: float, hi: float, study: float, verdict: str) -> str:
     if verdict == TOO_FEW or np.isnan(lo):
         return "no interval (too few rounds)"
+    if verdict != FASTER:
+        if lo <= study <= hi:  # the interval holds no speedup and the study's value alike
+            return "not significant: the interval holds both 1x and the study's value"
+        return "no significant speedup: does not confirm the study"
     if lo <= study <= hi:
         return "confirms the study's value"
-    if verdict != FASTER:
-        return "no significant speedup: does not confirm the study"
     return "significant, smaller than the study's" if hi < study else "significant, larger than the study's"
 
 
@@ -182,6 +184,71 @@ def regimes(runs: list[str | Path]) -> pd.DataFrame:
         pts = pd.read_csv(table)
         frames.append(pts.assign(run=str(run), link_rate=str(rate))[REGIME_COLUMNS])
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=REGIME_COLUMNS)
+
+
+HEADLINE_COLUMNS = ["claim", "study", "link_rate", "ardlab", "ci_low", "ci_high", "agreement", "library", "variant",
+                    "framework", "model", "nodes", "ranks", "allreduce_share", "groups_significant", "groups", "run"]
+# The README's names for what the tables hold in their own words.
+FRAMEWORK_NAMES = {"tensorflow": "TF+Horovod", "ardlab.nn": "ardlab.nn"}
+RATE_UNITS = {"kbit": "kbit/s", "mbit": "Mbit/s", "gbit": "Gbit/s"}
+
+
+def _read_table(run: Path) -> pd.DataFrame:
+    table = run / "tables" / "study_vs_ardlab.csv"
+    if not table.is_file():
+        raise FileNotFoundError(f"{table} is missing: {run} is not a reported run folder "
+                                f"(ardlab report --run {run} makes it)")
+    return pd.read_csv(table)
+
+
+def headline(runs: list[str | Path]) -> pd.DataFrame:
+    """The study-vs-ardlab claims of several runs (one per link rate) in one table, claim by claim: per library its
+    best variant over its default (the study's 1.2x), then the best library+algorithm over the worst library's
+    default and over the worst combination (up to 2.8x); each run's row as its own `report` wrote it
+    (tables/study_vs_ardlab.csv), with its run folder."""
+    frames = []
+    for run in map(Path, runs):
+        t = _read_table(run)
+        rate = recorded_config(run).get("link_rate") or ""
+        frames.append(t.assign(run=str(run), link_rate=t.link_rate.fillna(rate).astype(str)))
+    if not frames:
+        return pd.DataFrame(columns=HEADLINE_COLUMNS)
+    t = pd.concat(frames, ignore_index=True)
+    libraries = sorted(t.library.unique())
+    claims = [f"{lib}: its best variant over its default" for lib in libraries]
+    claims += ["best library+algorithm over the worst library's default",
+               "best library+algorithm over the worst combination"]
+    t = t[t.claim.isin(claims)].assign(order=lambda d: d.claim.map(claims.index), runs=lambda d: d.run.map(
+        [str(Path(r)) for r in runs].index))
+    return t.sort_values(["order", "runs"])[HEADLINE_COLUMNS].reset_index(drop=True)
+
+
+def headline_markdown(t: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """`headline`'s rows as the README shows them: claim and the study's value, link rate, ardlab's speedup with its
+    95% interval and the selection it comes from, where (framework, model, nodes x ranks a node), the Allreduce's share
+    of the default's step, and the verdict."""
+    from ardlab.comm.libraries import library
+
+    def rate(r: str) -> str:
+        return f"{r[:-4]} {RATE_UNITS[r[-4:]]}" if r[-4:] in RATE_UNITS else r
+
+    def selection(r) -> str:
+        if "over" in r.variant:  # across libraries: "intelmpi/tuned over intelmpi/default"
+            best, worst = (v.split("/") for v in r.variant.split(" over "))
+            name = lambda lib, alg: f"{library(lib).display} {'tuned file' if alg == TUNED else f'`{alg}`'}"
+            return f"{name(*best)} over {name(*worst)}"
+        alg = r.variant.split(": ", 1)[-1]
+        return "tuned file" if alg == TUNED else f"`{alg}`"
+
+    rows = []
+    for r in t.itertuples():
+        claim = (f"{library(r.claim.split(':')[0]).display}: best algorithm over its default" if ":" in r.claim
+                 else r.claim)
+        rows.append([f"{claim} ({'up to ' if r.study == STUDY['library'] else ''}{r.study:g}x)", rate(r.link_rate),
+                     f"{r.ardlab:.2f}x [{r.ci_low:.2f}, {r.ci_high:.2f}] ({selection(r)})",
+                     f"{FRAMEWORK_NAMES.get(r.framework, r.framework)} {r.model}, {r.nodes} x {r.ranks // r.nodes}",
+                     f"{r.allreduce_share:.2f}", r.agreement])
+    return ["claim (study)", "link", "ardlab", "where", "Allreduce share", "verdict"], rows
 
 
 def figure(pts: pd.DataFrame, out: Path) -> list[Path]:
