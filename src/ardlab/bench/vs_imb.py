@@ -1,6 +1,6 @@
 """Benchmark: ardlab's Allreduce microbenchmark against Intel MPI Benchmarks' IMB-MPI1 Allreduce, side by side.
 
-    python -m ardlab.bench.vs_imb [--rounds 5] [--sizes 4:16M:x4] [--ranks 2] [--tools imb,c,...]
+    python -m ardlab.bench.vs_imb [--rounds 5] [--sizes 4:16M:x4] [--ranks 2] [--tools imb,c,...] [--probe-cpus 0,1]
                                   [--output results/benchmarks/vs_imb.csv] [--raw results/benchmarks/vs_imb_rounds.csv]
 
 IMB-MPI1 comes with the impi-rt wheel. It runs under Intel MPI natively and under MPICH through the MPICH ABI:
@@ -19,6 +19,12 @@ in a shuffled order too (ardlab.rounds), one launch each. Per (library, algorith
 median time and each tool's time over the reference's (IMB, or `c` for Open MPI): the ratio of medians over the
 paired rounds with a 95% bootstrap interval (ardlab.stats.speedup_ci), and whether `c` agrees with IMB
 within 10% (`agreement`). Noisy machine: only ratios measured in this one run mean anything.
+
+The machine's windows: before and after every launch the cache-line round trip between the ranks' two CPUs is
+measured (ardlab.bench.corelatency; `--probe-cpus`), and the same ratios are made again over the rounds in which
+both launches ran in a fast window and in a slow one (`*_fast`, `*_slow`): on this virtual machine the cost of
+moving a cache line between the two vCPUs changes about 4x in windows of many seconds, and the spin-based
+shared-memory defaults (MPICH's release_gather above all) follow it, whichever tool times them.
 """
 
 from __future__ import annotations
@@ -296,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--tools", default=",".join(DEFAULT_TOOLS),
                    help=f"what to run per (library, algorithm); valid: {', '.join(TOOLS)}")
+    p.add_argument("--probe-cpus", default="0,1",
+                   help="the two CPUs whose cache-line round trip is measured before and after every launch "
+                        "(ardlab.bench.corelatency; default 0,1, the ranks' CPUs on 2 cores), or 'none'")
     p.add_argument("--raw", metavar="CSV", help="also write every measured row there")
     p.add_argument("--summarize", metavar="CSV", help="measure nothing: make the table from a --raw file")
     add_round_arguments(p, rounds=5)
@@ -308,12 +317,20 @@ def main(argv: list[str] | None = None) -> int:
     bad = [t for t in tools if t not in TOOLS]
     if bad:
         p.error(f"unknown tools {bad}; valid: {', '.join(TOOLS)}")
+    probe_cpus = None
+    if a.probe_cpus != "none":
+        try:
+            probe_cpus = tuple(int(c) for c in a.probe_cpus.split(","))
+        except ValueError:
+            probe_cpus = ()
+        if len(probe_cpus) != 2:
+            p.error(f"--probe-cpus takes two CPU numbers like 0,1 or 'none', got {a.probe_cpus!r}")
     if a.summarize:
         import pandas as pd
 
         rows = pd.read_csv(a.summarize).to_dict("records")
     else:
-        rows = measure(libraries, parse_sizes(a.sizes), a.ranks, a.rounds, a.seed, tools)
+        rows = measure(libraries, parse_sizes(a.sizes), a.ranks, a.rounds, a.seed, tools, probe_cpus)
         if a.raw:
             save_rows(rows, a.raw)
     table = summarize(rows)
