@@ -29,11 +29,6 @@ WINDOWS = ("fast", "slow", "mixed")
 _FUNCTION = "ardlab_core_rtt_ns"
 _ERRORS = {-1: "the first CPU", -2: "the second CPU", -3: "a thread"}
 
-_loaded: ctypes.CDLL | None = None
-
-
-def library_path(prefix: str | Path | None = None) -> Path:
-    return Path(prefix or sys.prefix) / "lib" / LIBRARY_FILE
 
 
 def build(prefix: str | Path | None = None) -> Path:
@@ -43,22 +38,6 @@ def build(prefix: str | Path | None = None) -> Path:
     return compile_against(SOURCE, LIBRARY_FILE, prefix, "the cache-line latency probe", mpi=False)
 
 
-def _library() -> ctypes.CDLL:
-    global _loaded
-    if _loaded is None:
-        path = library_path()
-        if not path.is_file():
-            raise FileNotFoundError(f"the cache-line latency probe {path} is missing: set up the environment again "
-                                    f"(containers/setup-envs), or build it with `{sys.executable} -m "
-                                    "ardlab.bench.corelatency build`")
-        lib = ctypes.CDLL(str(path))
-        fn = getattr(lib, _FUNCTION)
-        fn.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_long)
-        fn.restype = ctypes.c_double
-        _loaded = lib
-    return _loaded
-
-
 def round_trip_ns(cpus: tuple[int, int] = (0, 1), round_trips: int = ROUND_TRIPS) -> float:
     """Nanoseconds per round trip of one cache line between the two CPUs (after as many warm-up round trips)."""
     a, b = cpus
@@ -66,11 +45,26 @@ def round_trip_ns(cpus: tuple[int, int] = (0, 1), round_trips: int = ROUND_TRIPS
         raise ValueError(f"the probe needs two different CPUs, got {a} twice")
     if round_trips < 1:
         raise ValueError(f"round_trips must be positive, got {round_trips}")
-    ns = getattr(_library(), _FUNCTION)(a, b, round_trips)
+    from ardlab.bench.timeloop import load_built
+
+    probe = load_built(LIBRARY_FILE, _FUNCTION, (ctypes.c_int, ctypes.c_int, ctypes.c_long), ctypes.c_double,
+                       "the cache-line latency probe", "ardlab.bench.corelatency")
+    ns = probe(a, b, round_trips)
     if ns < 0:
         raise RuntimeError(f"the probe could not pin {_ERRORS.get(int(ns), 'a thread')} (CPUs {a}, {b}; this "
                            f"process may run on {sorted(os.sched_getaffinity(0))})")
     return ns
+
+
+def parse_cpus(text: str) -> tuple[int, int]:
+    """Two CPU numbers from "A,B"; ValueError naming the text otherwise."""
+    try:
+        cpus = tuple(int(c) for c in text.split(","))
+    except ValueError:
+        cpus = ()
+    if len(cpus) != 2:
+        raise ValueError(f"two CPU numbers like 0,1 are needed, got {text!r}")
+    return cpus
 
 
 def window(before_ns: float, after_ns: float, fastest_ns: float) -> str:
@@ -94,12 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.action == "build":
             print(f"built {build(args.prefix)}")
             return 0
-        try:
-            cpus = tuple(int(c) for c in args.cpus.split(","))
-        except ValueError:
-            cpus = ()
-        if len(cpus) != 2:
-            p.error(f"--cpus takes two CPU numbers like 0,1, got {args.cpus!r}")
+        cpus = parse_cpus(args.cpus)
         for i in range(args.repeat):
             if i:
                 time.sleep(args.interval)

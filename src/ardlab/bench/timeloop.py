@@ -27,7 +27,7 @@ _FUNCTION = "ardlab_time_allreduce"
 _ARGTYPES = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
              ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 
-_loaded: ctypes.CDLL | None = None
+_loaded: dict[tuple[str, str], object] = {}  # (library file, function) -> the loaded function
 
 
 def library_path(prefix: str | Path | None = None) -> Path:
@@ -64,19 +64,24 @@ def compile_against(source: Path, name: str, prefix: str | Path | None, what: st
     return out
 
 
-def _library() -> ctypes.CDLL:
-    global _loaded
-    if _loaded is None:
-        path = library_path()
+def load_built(library_file: str, function: str, argtypes, restype, what: str, module: str, hint: str = ""):
+    """`function` of the library `library_file` that this interpreter's environment built at set-up (loaded once),
+    its argument and result types set; FileNotFoundError saying how to build it where it is missing."""
+    key = (library_file, function)
+    if key not in _loaded:
+        path = library_path().with_name(library_file)
         if not path.is_file():
-            raise FileNotFoundError(f"the compiled timing loop {path} is missing: set up the environment again "
-                                    f"(containers/setup-envs), or build it with `{sys.executable} -m "
-                                    "ardlab.bench.timeloop build`; `--timer python` measures without it")
-        lib = ctypes.CDLL(str(path))
-        getattr(lib, _FUNCTION).argtypes = _ARGTYPES
-        getattr(lib, _FUNCTION).restype = ctypes.c_int
-        _loaded = lib
-    return _loaded
+            raise FileNotFoundError(f"{what} {path} is missing: set up the environment again (containers/setup-envs), "
+                                    f"or build it with `{sys.executable} -m {module} build`{hint}")
+        fn = getattr(ctypes.CDLL(str(path)), function)
+        fn.argtypes, fn.restype = argtypes, restype
+        _loaded[key] = fn
+    return _loaded[key]
+
+
+def _function():
+    return load_built(LIBRARY_FILE, _FUNCTION, _ARGTYPES, ctypes.c_int, "the compiled timing loop",
+                      "ardlab.bench.timeloop", "; `--timer python` measures without it")
 
 
 def time_allreduce(comm, x, y, op, *, warmup: int, iterations: int, expected=None, back_to_back: bool = False):
@@ -90,7 +95,7 @@ def time_allreduce(comm, x, y, op, *, warmup: int, iterations: int, expected=Non
     datatype = MPI._typedict[x.dtype.char]
     seconds = np.zeros(iterations)
     check = expected.ctypes.data if expected is not None else None
-    rc = getattr(_library(), _FUNCTION)(
+    rc = _function()(
         MPI._addressof(comm), x.ctypes.data, y.ctypes.data, x.size, MPI._addressof(datatype), MPI._addressof(op),
         warmup, iterations, seconds.ctypes.data, check, y.nbytes, int(back_to_back))
     if rc < 0:

@@ -319,12 +319,12 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown tools {bad}; valid: {', '.join(TOOLS)}")
     probe_cpus = None
     if a.probe_cpus != "none":
+        from ardlab.bench.corelatency import parse_cpus
+
         try:
-            probe_cpus = tuple(int(c) for c in a.probe_cpus.split(","))
-        except ValueError:
-            probe_cpus = ()
-        if len(probe_cpus) != 2:
-            p.error(f"--probe-cpus takes two CPU numbers like 0,1 or 'none', got {a.probe_cpus!r}")
+            probe_cpus = parse_cpus(a.probe_cpus)
+        except ValueError as e:
+            p.error(f"--probe-cpus: {e} (or 'none')")
     if a.summarize:
         import pandas as pd
 
