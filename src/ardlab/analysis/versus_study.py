@@ -167,6 +167,15 @@ RATE_MARKERS = {"1gbit": "o", "250mbit": "^"}
 EXTRA_MARKERS = ("D", "v", "P", "X")
 
 
+def _reported_table(run: Path, name: str) -> pd.DataFrame:
+    """A table that `ardlab report --run` wrote into `run`; FileNotFoundError naming it and that command if missing."""
+    table = run / "tables" / f"{name}.csv"
+    if not table.is_file():
+        raise FileNotFoundError(f"{table} is missing: {run} is not a reported run folder "
+                                f"(ardlab report --run {run} makes it)")
+    return pd.read_csv(table)
+
+
 def regimes(runs: list[str | Path]) -> pd.DataFrame:
     """The figure's points of several runs in one table, each with its run folder and link rate (run.yaml's
     config): one point per group, library and selection, as each run's own `report` wrote them
@@ -174,14 +183,10 @@ def regimes(runs: list[str | Path]) -> pd.DataFrame:
     frames = []
     for run in runs:
         run = Path(run)
-        table = run / "tables" / "selection_vs_share.csv"
-        if not table.is_file():
-            raise FileNotFoundError(f"{table} is missing: {run} is not a reported run folder "
-                                    f"(ardlab report --run {run} makes it)")
+        pts = _reported_table(run, "selection_vs_share")
         rate = recorded_config(run).get("link_rate")
         if not rate:
             raise ValueError(f"{run / 'run.yaml'} names no link_rate: {run} is not a run across nodes")
-        pts = pd.read_csv(table)
         frames.append(pts.assign(run=str(run), link_rate=str(rate))[REGIME_COLUMNS])
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=REGIME_COLUMNS)
 
@@ -193,14 +198,6 @@ FRAMEWORK_NAMES = {"tensorflow": "TF+Horovod", "ardlab.nn": "ardlab.nn"}
 RATE_UNITS = {"kbit": "kbit/s", "mbit": "Mbit/s", "gbit": "Gbit/s"}
 
 
-def _read_table(run: Path) -> pd.DataFrame:
-    table = run / "tables" / "study_vs_ardlab.csv"
-    if not table.is_file():
-        raise FileNotFoundError(f"{table} is missing: {run} is not a reported run folder "
-                                f"(ardlab report --run {run} makes it)")
-    return pd.read_csv(table)
-
-
 def headline(runs: list[str | Path]) -> pd.DataFrame:
     """The study-vs-ardlab claims of several runs (one per link rate) in one table, claim by claim: per library its
     best variant over its default (the study's 1.2x), then the best library+algorithm over the worst library's
@@ -208,7 +205,7 @@ def headline(runs: list[str | Path]) -> pd.DataFrame:
     (tables/study_vs_ardlab.csv), with its run folder."""
     frames = []
     for run in map(Path, runs):
-        t = _read_table(run)
+        t = _reported_table(run, "study_vs_ardlab")
         rate = recorded_config(run).get("link_rate") or ""
         frames.append(t.assign(run=str(run), link_rate=t.link_rate.fillna(rate).astype(str)))
     if not frames:

@@ -30,7 +30,6 @@ _FUNCTION = "ardlab_core_rtt_ns"
 _ERRORS = {-1: "the first CPU", -2: "the second CPU", -3: "a thread"}
 
 
-
 def build(prefix: str | Path | None = None) -> Path:
     """Compile corelatency.c into the environment at `prefix` (default: this interpreter's)."""
     from ardlab.bench.timeloop import compile_against
