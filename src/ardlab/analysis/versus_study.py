@@ -195,7 +195,6 @@ HEADLINE_COLUMNS = ["claim", "study", "link_rate", "ardlab", "ci_low", "ci_high"
                     "framework", "model", "nodes", "ranks", "allreduce_share", "groups_significant", "groups", "run"]
 # The README's names for what the tables hold in their own words.
 FRAMEWORK_NAMES = {"tensorflow": "TF+Horovod", "ardlab.nn": "ardlab.nn"}
-RATE_UNITS = {"kbit": "kbit/s", "mbit": "Mbit/s", "gbit": "Gbit/s"}
 
 
 def headline(runs: list[str | Path]) -> pd.DataFrame:
@@ -224,10 +223,8 @@ def headline_markdown(t: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     """`headline`'s rows as the README shows them: claim and the study's value, link rate, ardlab's speedup with its
     95% interval and the selection it comes from, where (framework, model, nodes x ranks a node), the Allreduce's share
     of the default's step, and the verdict."""
+    from ardlab.cluster.links import rate_text
     from ardlab.comm.libraries import library
-
-    def rate(r: str) -> str:
-        return f"{r[:-4]} {RATE_UNITS[r[-4:]]}" if r[-4:] in RATE_UNITS else r
 
     def selection(r) -> str:
         if "over" in r.variant:  # across libraries: "intelmpi/tuned over intelmpi/default"
@@ -241,7 +238,7 @@ def headline_markdown(t: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     for r in t.itertuples():
         claim = (f"{library(r.claim.split(':')[0]).display}: best algorithm over its default" if ":" in r.claim
                  else r.claim)
-        rows.append([f"{claim} ({'up to ' if r.study == STUDY['library'] else ''}{r.study:g}x)", rate(r.link_rate),
+        rows.append([f"{claim} ({'up to ' if r.study == STUDY['library'] else ''}{r.study:g}x)", rate_text(r.link_rate),
                      f"{r.ardlab:.2f}x [{r.ci_low:.2f}, {r.ci_high:.2f}] ({selection(r)})",
                      f"{FRAMEWORK_NAMES.get(r.framework, r.framework)} {r.model}, {r.nodes} x {r.ranks // r.nodes}",
                      f"{r.allreduce_share:.2f}", r.agreement])

@@ -10,6 +10,13 @@ from pathlib import Path
 from ardlab.comm.families import bandwidth_bound
 
 RATE_UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}  # tc's rate units, in bits per second
+RATE_UNIT_NAMES = {"kbit": "kbit/s", "mbit": "Mbit/s", "gbit": "Gbit/s"}  # the same units as tables and papers write them
+
+
+def rate_text(rate: str) -> str:
+    """A tc rate as a reader writes it (250mbit -> "250 Mbit/s"); anything else ("none", "") as it is."""
+    unit = rate[-4:]
+    return f"{rate[:-4]} {RATE_UNIT_NAMES[unit]}" if unit in RATE_UNIT_NAMES and rate[:-4] else rate
 
 
 def check_rate(rate: str | None) -> str | None:
