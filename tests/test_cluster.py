@@ -8,12 +8,15 @@
 - Every forced algorithm runs across 4 nodes: the bytes each node sends on its eth0 per Allreduce match the
   algorithm's traffic model (ardlab.comm.traffic) and not a different family's; the gdb / fallback probes that
   prove the forced algorithm on one node prove it under srun too.
+- Snakemake's executor ardlab-slurm checks a running job's status at most every N s with the ceiling set, where the
+  Slurm plugin's own waits grow past 20 s.
 
 All need root and Debian's Slurm (installed by `ardlab cluster up` when missing): marked slow (CI runs them).
 """
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -352,6 +355,37 @@ def test_mpich_tuned_file_with_smp_reduces_across_nodes(four_nodes, tmp_path):
                               env={**os.environ, **four_nodes.env()}, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
         assert len(pd.read_csv(out)) == 3
+
+
+def _status_check_gaps(c, tmp_path: Path, name: str, *settings: str) -> list[float]:
+    """Seconds between Snakemake's status checks (its squeue calls, timed by a squeue that logs and then runs the
+    real one) while one 50 s Slurm job runs under executor ardlab-slurm."""
+    env = {**os.environ, **c.env()}
+    bin_dir, calls = tmp_path / f"bin-{name}", tmp_path / f"squeue-{name}.log"
+    bin_dir.mkdir()
+    real = shutil.which("squeue", path=env["PATH"])
+    (bin_dir / "squeue").write_text(f'#!/bin/sh\ndate +%s.%N >> {calls}\nexec {real} "$@"\n')
+    (bin_dir / "squeue").chmod(0o755)
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    (tmp_path / "Snakefile").write_text('rule wait:\n    output: "{name}"\n    shell: "sleep 50; touch {output}"\n')
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--executor", "ardlab-slurm", "--jobs", "1",
+                           "--ardlab-slurm-status-command", "squeue",
+                           "--ardlab-slurm-init-seconds-before-status-checks", "5", *settings,
+                           "--directory", str(tmp_path), "--snakefile", str(tmp_path / "Snakefile"), name],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    times = [float(t) for t in calls.read_text().split()]
+    return [b - a for a, b in zip(times, times[1:])]
+
+
+def test_snakemake_checks_a_running_job_within_the_ceiling(four_nodes, tmp_path):
+    # The Slurm plugin waits 10 s longer after every check that finds nothing finished (5, 15, 25, 35 s ...): a
+    # job's end is noticed up to that long after. With the ceiling at 10 s no wait is longer than 10 s.
+    plain = _status_check_gaps(four_nodes, tmp_path, "plain")
+    capped = _status_check_gaps(four_nodes, tmp_path, "capped", "--ardlab-slurm-max-seconds-between-status-checks",
+                                "10")
+    assert len(capped) >= 4 and max(capped) < 12, (capped, plain)
+    assert max(plain) > 20, (capped, plain)
 
 
 def test_crashes_recovered_and_cleaned_up(four_nodes):
