@@ -90,3 +90,13 @@ def test_unknown_tools_are_named():
     proc = subprocess.run([sys.executable, "-m", "ardlab.bench.vs_imb", "--tools", "imb,osu"], capture_output=True,
                           text=True)
     assert proc.returncode == 2 and "'osu'" in proc.stderr, proc.stderr
+
+
+def test_a_run_can_keep_some_algorithms_and_names_one_it_does_not_check():
+    assert vs_imb.cross_checked(["intelmpi", "mpich"], ("recursive_doubling",)) == [
+        ("intelmpi", "recursive_doubling"), ("mpich", "recursive_doubling")]
+    assert len(vs_imb.cross_checked(["mpich"])) == len(vs_imb.ALGORITHMS["mpich"])
+    proc = subprocess.run([sys.executable, "-m", "ardlab.bench.vs_imb", "--libraries", "intelmpi", "--algorithms",
+                           "reduce_bcast,rabenseifner"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "['rabenseifner']" in proc.stderr and "intelmpi: default" in proc.stderr, \
+        proc.stderr

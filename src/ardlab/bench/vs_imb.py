@@ -170,20 +170,33 @@ def applicable_sizes(library_name: str, algorithm: str, sizes: list[int], ranks:
     return [s for s in sizes if why_inapplicable(alg, ranks=ranks, nodes=1, count=s // 4) is None]
 
 
+def cross_checked(libraries: list[str], algorithms: tuple[str, ...] | None = None) -> list[tuple[str, str]]:
+    """The (library, algorithm) blocks a run measures: each library's ALGORITHMS, or only `algorithms` of them."""
+    blocks = [(lib, alg) for lib in libraries for alg in ALGORITHMS[lib] if algorithms is None or alg in algorithms]
+    unknown = sorted(set(algorithms or ()) - {alg for lib in libraries for alg in ALGORITHMS[lib]})
+    if unknown or not blocks:
+        raise ValueError(f"algorithms {unknown or list(algorithms or ())} are not cross-checked for "
+                         f"{', '.join(libraries)}; valid: "
+                         + "; ".join(f"{lib}: {', '.join(ALGORITHMS[lib])}" for lib in libraries))
+    return blocks
+
+
 def measure(libraries: list[str], sizes: list[int], ranks: int, rounds: int, seed: int,
-            tools: tuple[str, ...] = DEFAULT_TOOLS, probe_cpus: tuple[int, int] | None = (0, 1)) -> list[dict]:
+            tools: tuple[str, ...] = DEFAULT_TOOLS, probe_cpus: tuple[int, int] | None = (0, 1),
+            algorithms: tuple[str, ...] | None = None) -> list[dict]:
     """Every (library, algorithm, tool) once per round. A round runs the (library, algorithm) blocks in a seeded
     shuffled order and, inside a block, its tools in one too: the launches a ratio pairs run next to each other
     (seconds apart), so that the machine's drift hardly enters the ratio. With `probe_cpus`, the cache-line round
     trip between those CPUs (ardlab.bench.corelatency) is measured right before and right after every launch and
-    kept in its rows (core_rtt_before_ns, core_rtt_after_ns)."""
+    kept in its rows (core_rtt_before_ns, core_rtt_after_ns). `algorithms` keeps only those of each library's
+    (ALGORITHMS; every name must be one of some library's)."""
     from ardlab.bench import corelatency
     from ardlab.rounds import order, schedule
 
     def probe() -> float:
         return corelatency.round_trip_ns(probe_cpus) if probe_cpus else float("nan")
 
-    blocks = [(lib, alg) for lib in libraries for alg in ALGORITHMS[lib]]
+    blocks = cross_checked(libraries, algorithms)
     for lib in libraries:
         if lib in IMB_LIBRARIES and any(TOOLS[t][0] == "imb" for t in tools):
             imb_env(lib, "default")  # fails before anything runs where IMB would load another library
@@ -300,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--libraries", default=",".join(ALGORITHMS))
     p.add_argument("--sizes", default="4:16M:x4")
     p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--algorithms", help="only these of each library's algorithms (comma-separated; default: all "
+                                        "of ALGORITHMS)")
     p.add_argument("--tools", default=",".join(DEFAULT_TOOLS),
                    help=f"what to run per (library, algorithm); valid: {', '.join(TOOLS)}")
     p.add_argument("--probe-cpus", default="0,1",
@@ -317,6 +332,11 @@ def main(argv: list[str] | None = None) -> int:
     bad = [t for t in tools if t not in TOOLS]
     if bad:
         p.error(f"unknown tools {bad}; valid: {', '.join(TOOLS)}")
+    algorithms = tuple(a.algorithms.split(",")) if a.algorithms else None
+    try:
+        cross_checked(libraries, algorithms)
+    except ValueError as e:
+        p.error(str(e))
     probe_cpus = None
     if a.probe_cpus != "none":
         from ardlab.bench.corelatency import parse_cpus
@@ -330,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
 
         rows = pd.read_csv(a.summarize).to_dict("records")
     else:
-        rows = measure(libraries, parse_sizes(a.sizes), a.ranks, a.rounds, a.seed, tools, probe_cpus)
+        rows = measure(libraries, parse_sizes(a.sizes), a.ranks, a.rounds, a.seed, tools, probe_cpus, algorithms)
         if a.raw:
             save_rows(rows, a.raw)
     table = summarize(rows)
