@@ -100,3 +100,13 @@ def test_a_run_can_keep_some_algorithms_and_names_one_it_does_not_check():
                            "reduce_bcast,rabenseifner"], capture_output=True, text=True)
     assert proc.returncode == 2 and "['rabenseifner']" in proc.stderr and "intelmpi: default" in proc.stderr, \
         proc.stderr
+
+
+def test_pooled_runs_keep_each_runs_rounds_apart():
+    import pandas as pd
+
+    one = pd.DataFrame({"tool": ["imb", "c", "imb", "c"], "round": [0, 0, 1, 1], "avg_us": [1.0, 1.1, 1.0, 1.2]})
+    two = pd.DataFrame({"tool": ["imb", "c"], "round": [0, 0], "avg_us": [2.0, 2.1]})
+    pooled = vs_imb.pooled_rounds([one, two])
+    assert pooled["round"].tolist() == [0, 0, 1, 1, 2, 2]
+    assert pooled.avg_us.tolist() == [1.0, 1.1, 1.0, 1.2, 2.0, 2.1]

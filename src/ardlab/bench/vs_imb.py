@@ -25,6 +25,9 @@ measured (ardlab.bench.corelatency; `--probe-cpus`), and the same ratios are mad
 both launches ran in a fast window and in a slow one (`*_fast`, `*_slow`): on this virtual machine the cost of
 moving a cache line between the two vCPUs changes about 4x in windows of many seconds, and the spin-based
 shared-memory defaults (MPICH's release_gather above all) follow it, whichever tool times them.
+
+`--summarize RAW [RAW ...]` measures nothing: it makes the table from --raw files, several runs' rounds pooled
+(each file's rounds kept apart), for points whose per-round ratios spread too wide for one run to resolve.
 """
 
 from __future__ import annotations
@@ -236,6 +239,18 @@ def with_windows(df):
                              for b, a in zip(df.core_rtt_before_ns, df.core_rtt_after_ns)])
 
 
+def pooled_rounds(runs: list) -> "pd.DataFrame":
+    """Several runs' raw rows (DataFrames) as one run's: each run's rounds numbered after the previous run's, so that
+    a round still pairs only launches made seconds apart."""
+    import pandas as pd
+
+    offset, frames = 0, []
+    for rows in runs:
+        frames.append(rows.assign(round=rows["round"] + offset))
+        offset += int(rows["round"].max()) + 1
+    return pd.concat(frames, ignore_index=True)
+
+
 def summarize(rows: list[dict]) -> list[dict]:
     """Per (library, algorithm, size): each tool's median time, and each tool's time over the reference's (IMB where
     the library has it, else ardlab's `c`) as the ratio of medians over paired rounds with its 95% bootstrap
@@ -321,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="the two CPUs whose cache-line round trip is measured before and after every launch "
                         "(ardlab.bench.corelatency; default 0,1, the ranks' CPUs on 2 cores), or 'none'")
     p.add_argument("--raw", metavar="CSV", help="also write every measured row there")
-    p.add_argument("--summarize", metavar="CSV", help="measure nothing: make the table from a --raw file")
+    p.add_argument("--summarize", metavar="CSV", nargs="+",
+                   help="measure nothing: make the table from --raw files (several: their rounds pooled)")
     add_round_arguments(p, rounds=5)
     a = p.parse_args(argv)
     libraries = a.libraries.split(",")
@@ -348,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.summarize:
         import pandas as pd
 
-        rows = pd.read_csv(a.summarize).to_dict("records")
+        rows = pooled_rounds([pd.read_csv(path) for path in a.summarize]).to_dict("records")
     else:
         rows = measure(libraries, parse_sizes(a.sizes), a.ranks, a.rounds, a.seed, tools, probe_cpus, algorithms)
         if a.raw:
