@@ -9,10 +9,10 @@ dynamic loader resolves for it is MPICH's). Both tools get the same forcing sett
 no IMB here: its reference is ardlab's compiled loop (`c`), against which its other timers are compared.
 
 Tools (TOOLS; `--tools` picks them): IMB as ardlab runs it (`imb`, a barrier after every call), IMB flushing the
-cache (`imb-off_cache`) and back to back (`imb-sync0`); ardlab's compiled loop (`c`, the default timer, a barrier
-before every call), its back-to-back variant (`c-loop`), the Python loop (`python`), the compiled loop at thread
-level multiple (`c@multiple`) and with NumPy's huge pages behind its buffers (`c-huge`). ardlab runs at IMB's
-thread level (single: IMB-MPI1 calls MPI_Init) unless the tool says otherwise.
+cache (`imb-off_cache`), back to back (`imb-sync0`) and with 10 times the calls per size (`imb-x10`); ardlab's
+compiled loop (`c`, the default timer, a barrier before every call), its back-to-back variant (`c-loop`), the Python
+loop (`python`), the compiled loop at thread level multiple (`c@multiple`) and with NumPy's huge pages behind its
+buffers (`c-huge`). ardlab runs at IMB's thread level (single: IMB-MPI1 calls MPI_Init) unless the tool says otherwise.
 
 Rounds: every (library, algorithm) block once per round in a seeded shuffled order, its tools next to each other
 in a shuffled order too (ardlab.rounds), one launch each. Per (library, algorithm, size) it prints each tool's
@@ -61,6 +61,9 @@ TOOLS = {
     "imb-off_cache": ("imb", ("-off_cache", "-1"), {}),
     # IMB without its per-call barrier: back to back, ardlab's c-loop method
     "imb-sync0": ("imb", ("-sync", "0"), {}),
+    # IMB with 10 times the timed calls per size: IMB warms up only before its first size (IMB_warm_up.c), so a
+    # slow start after each size change weighs 10 times less in its mean
+    "imb-x10": ("imb", ("-iter", "10000,2560"), {}),
     "c": ("ardlab", "c", {}),
     "c-loop": ("ardlab", "c-loop", {}),
     "python": ("ardlab", "python", {}),
