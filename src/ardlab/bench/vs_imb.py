@@ -10,9 +10,10 @@ no IMB here: its reference is ardlab's compiled loop (`c`), against which its ot
 
 Tools (TOOLS; `--tools` picks them): IMB as ardlab runs it (`imb`, a barrier after every call), IMB flushing the
 cache (`imb-off_cache`), back to back (`imb-sync0`) and with 10 times the calls per size (`imb-x10`); ardlab's
-compiled loop (`c`, the default timer, a barrier before every call), its back-to-back variant (`c-loop`), the Python
-loop (`python`), the compiled loop at thread level multiple (`c@multiple`) and with NumPy's huge pages behind its
-buffers (`c-huge`). ardlab runs at IMB's thread level (single: IMB-MPI1 calls MPI_Init) unless the tool says otherwise.
+compiled loop (`c`, the default timer, a barrier before every call; `c-x10` with 10 times the calls per size), its
+back-to-back variant (`c-loop`), the Python loop (`python`), the compiled loop at thread level multiple (`c@multiple`)
+and with NumPy's huge pages behind its buffers (`c-huge`). ardlab runs at IMB's thread level (single: IMB-MPI1 calls
+MPI_Init) unless the tool says otherwise.
 
 Rounds: every (library, algorithm) block once per round in a seeded shuffled order, its tools next to each other
 in a shuffled order too (ardlab.rounds), one launch each. Per (library, algorithm, size) it prints each tool's
@@ -53,8 +54,8 @@ IMB_LIBRARIES = ("intelmpi", "mpich")  # IMB-MPI1 is an MPICH-ABI binary
 # reduced per size: "-iter 1000,256") and its largest size raised from 4 MiB to 16 MiB (-msglog). `-sync 1`: a
 # barrier after every timed call, so that calls do not overlap (IMB_allreduce.c), ardlab's `c` method.
 IMB_ARGS = ("-npmin", "{ranks}", "-iter", "1000,256", "-msglog", "2:24", "-time", "10", "-sync", "1")
-# The tools, each a launch per (library, algorithm) and round: (what runs, its timer or IMB's extra arguments, extra
-# environment). ardlab runs at IMB's thread level (single: IMB-MPI1 calls MPI_Init) but in `c@multiple`.
+# The tools, each a launch per (library, algorithm) and round: (what runs, IMB's extra arguments or ardlab's timer
+# and plan options, extra environment). ardlab runs at IMB's thread level (single: IMB-MPI1 calls MPI_Init) but in `c@multiple`.
 TOOLS = {
     "imb": ("imb", (), {}),
     # IMB with its cache flushing: each call on another part of a buffer larger than the last-level cache
@@ -64,13 +65,15 @@ TOOLS = {
     # IMB with 10 times the timed calls per size: IMB warms up only before its first size (IMB_warm_up.c), so a
     # slow start after each size change weighs 10 times less in its mean
     "imb-x10": ("imb", ("-iter", "10000,2560"), {}),
-    "c": ("ardlab", "c", {}),
-    "c-loop": ("ardlab", "c-loop", {}),
-    "python": ("ardlab", "python", {}),
-    "c@multiple": ("ardlab", "c", {"MPI4PY_RC_THREAD_LEVEL": "multiple"}),
+    "c": ("ardlab", {"timer": "c"}, {}),
+    # ardlab's compiled loop with 10 times the timed calls per size, IMB's imb-x10
+    "c-x10": ("ardlab", {"timer": "c", "max_iterations": 10000}, {}),
+    "c-loop": ("ardlab", {"timer": "c-loop"}, {}),
+    "python": ("ardlab", {"timer": "python"}, {}),
+    "c@multiple": ("ardlab", {"timer": "c"}, {"MPI4PY_RC_THREAD_LEVEL": "multiple"}),
     # ardlab's buffers with NumPy's huge-page advice (arrays of 4 MiB and more), which the microbenchmark turns off
     # to allocate as IMB does (ardlab.plan.KIND_ENV)
-    "c-huge": ("ardlab", "c", {"NUMPY_MADVISE_HUGEPAGE": "1"}),
+    "c-huge": ("ardlab", {"timer": "c"}, {"NUMPY_MADVISE_HUGEPAGE": "1"}),
 }
 # What a run measures unless told (--tools): IMB and ardlab's default timer, the pair the agreement is about.
 DEFAULT_TOOLS = ("imb", "c")
@@ -146,14 +149,16 @@ def run_imb(library_name: str, algorithm: str, sizes: list[int], ranks: int, ext
 
 
 def run_ardlab(library_name: str, algorithm: str, sizes: list[int], ranks: int, timer: str,
-               env: dict[str, str] | None = None) -> list[dict]:
-    """One launch of ardlab's microbenchmark with `timer`, at thread level single unless `env` says otherwise."""
+               env: dict[str, str] | None = None, max_iterations: int | None = None) -> list[dict]:
+    """One launch of ardlab's microbenchmark with `timer`, at thread level single unless `env` says otherwise, at most
+    `max_iterations` timed calls a size (default: the microbenchmark's)."""
     from ardlab.bench.allreduce import comparison, run_plan
     from ardlab.comm.startup import THREAD_LEVEL_VAR
     from ardlab.driver import run_comparison
 
+    more = {} if max_iterations is None else {"max_iterations": max_iterations}
     plan = run_plan(library_name, ranks=ranks, sizes=sizes, algorithms=[algorithm], timer=timer, progress=False,
-                    env={THREAD_LEVEL_VAR: "single", **(env or {})})
+                    env={THREAD_LEVEL_VAR: "single", **(env or {})}, **more)
     return [{"size_bytes": int(r["size_bytes"]), "iterations": int(r["iterations"]), "avg_us": float(r["avg_us"])}
             for r in run_comparison(comparison(plan))]
 
@@ -163,7 +168,7 @@ def run_tool(tool: str, library_name: str, algorithm: str, sizes: list[int], ran
     kind, how, env = TOOLS[tool]
     if kind == "imb":
         return run_imb(library_name, algorithm, sizes, ranks, how)
-    return run_ardlab(library_name, algorithm, sizes, ranks, how, env)
+    return run_ardlab(library_name, algorithm, sizes, ranks, env=env, **how)
 
 
 def applicable_sizes(library_name: str, algorithm: str, sizes: list[int], ranks: int) -> list[int]:
