@@ -56,7 +56,8 @@ IMB_LIBRARIES = ("intelmpi", "mpich")  # IMB-MPI1 is an MPICH-ABI binary
 # barrier after every timed call, so that calls do not overlap (IMB_allreduce.c), ardlab's `c` method.
 IMB_ARGS = ("-npmin", "{ranks}", "-iter", "1000,256", "-msglog", "2:24", "-time", "10", "-sync", "1")
 # The tools, each a launch per (library, algorithm) and round: (what runs, IMB's extra arguments or ardlab's timer
-# and plan options, extra environment). ardlab runs at IMB's thread level (single: IMB-MPI1 calls MPI_Init) but in `c@multiple`.
+# and plan options, extra environment). ardlab runs at IMB's thread level (single: IMB-MPI1 calls MPI_Init) but in
+# `c@multiple`.
 TOOLS = {
     "imb": ("imb", (), {}),
     # IMB with its cache flushing: each call on another part of a buffer larger than the last-level cache
