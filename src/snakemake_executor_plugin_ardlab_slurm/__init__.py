@@ -2,11 +2,10 @@
 
 The Slurm plugin waits 10 s longer after every status check that finds no job finished, up to 180 s. The cluster
 study runs one job at a time (two measurements must never share the cores), so every second between a job's end
-and Snakemake noticing it is a second in which nothing runs: measured on the emulated cluster, 2-74 s a job (14 s
-on average over 17 jobs of the cluster study; docs/workflow.md). `--ardlab-slurm-max-seconds-between-status-checks
-N` caps the wait at N seconds; unset, the executor is the Slurm plugin unchanged. Every other setting is the Slurm
-plugin's, named `ardlab-slurm-*` instead of `slurm-*` (the plugin's own version is pinned in
-containers/requirements/tools.txt).
+and Snakemake noticing it is a second in which nothing runs (what that cost on the emulated cluster, measured:
+docs/workflow.md). `--ardlab-slurm-max-seconds-between-status-checks N` caps the wait at N seconds; unset, the
+executor is the Slurm plugin unchanged. Every other setting is the Slurm plugin's, named `ardlab-slurm-*` instead of
+`slurm-*` (the plugin's own version is pinned in containers/requirements/tools.txt).
 """
 
 from dataclasses import dataclass, field
