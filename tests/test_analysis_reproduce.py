@@ -36,8 +36,44 @@ def test_compare_lists_claims_and_agreement(tmp_path):
     speed = m[m.table == "microbench_speedup"].set_index("what")
     assert set(speed.index) == {64, 1024}  # the 4 KiB non-difference is no claim
     assert bool(speed.loc[1024, "same_direction"]) and not bool(speed.loc[64, "same_direction"])
-    s = pd.read_csv(tmp_path / "out" / "reproduce_summary.csv").set_index("table")
-    assert s.loc["microbench_speedup", "share_same_direction"] == 0.5
+    s = pd.read_csv(tmp_path / "out" / "reproduce_summary.csv").set_index(["table", "claims_checked"])
+    assert s.loc[("microbench_speedup", "A's claims in B"), "share_same_direction"] == 0.5
+    assert s.loc[("microbench_speedup", "B's claims in A"), "share_same_direction"] == 0.5  # 64 B slower in B
+    assert s.loc[("microbench_speedup", "either run's claims"), "claims"] == 2
+
+
+def _claims(rows):
+    from ardlab.analysis.comparisons import CLAIM_COLUMNS
+
+    return pd.DataFrame([{**dict.fromkeys(CLAIM_COLUMNS, ""), "table": "training_throughput", **r} for r in rows],
+                        columns=CLAIM_COLUMNS)
+
+
+def test_a_claim_the_other_run_did_not_measure_counts_in_the_denominator():
+    from ardlab.analysis import reproduce
+
+    a = _claims([{"group": "g1", "algorithm": "picked best", "speedup": 1.3, "ci_low": 1.1, "ci_high": 1.5,
+                  "verdict": "faster"},
+                 {"group": "g2", "algorithm": "picked best", "speedup": 1.3, "ci_low": 1.1, "ci_high": 1.5,
+                  "verdict": "faster"},
+                 {"group": "g3", "algorithm": "picked best", "speedup": 1.0, "ci_low": 0.9, "ci_high": 1.1,
+                  "verdict": "no significant difference"}])
+    b = _claims([{"group": "g1", "algorithm": "picked best", "speedup": 1.2, "ci_low": 1.05, "ci_high": 1.4,
+                  "verdict": "faster"},  # same significant verdict
+                 {"group": "g3", "algorithm": "picked best", "speedup": 0.8, "ci_low": 0.7, "ci_high": 0.9,
+                  "verdict": "slower"},  # B's claim; A measured it and found nothing
+                 {"group": "g3", "algorithm": "picked best", "speedup": 0.8, "ci_low": 0.7, "ci_high": 0.9,
+                  "verdict": "slower"}])  # a duplicate: dropped
+    m = reproduce.compare(a, b)
+    assert len(m) == 3  # g1, g2 (A only, B did not measure it), g3 (B only)
+    s = reproduce.summary(m).set_index(["table", "claims_checked"]).loc["all"]
+    a_in_b = s.loc["A's claims in B"]
+    assert a_in_b.claims == 2 and a_in_b.not_measured == 1 and a_in_b.share_same_direction == 0.5
+    assert a_in_b.share_same_direction_measured == 1.0 and a_in_b.share_same_significant_verdict == 0.5
+    b_in_a = s.loc["B's claims in A"]
+    assert b_in_a.claims == 2 and b_in_a.not_measured == 0 and b_in_a.share_same_direction == 0.5
+    either = s.loc["either run's claims"]
+    assert either.claims == 3 and either.not_measured == 1 and either.same_significant_verdict == 1
 
 
 def test_report_of_a_run_folder(tmp_path):

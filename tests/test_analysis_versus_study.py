@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from ardlab.analysis import comparisons as cmp
+from ardlab.analysis import study_claims as sc
 from ardlab.analysis import versus_study as vs
-from ardlab.stats import SAME
 
 ROUNDS = 6
 
@@ -20,7 +20,8 @@ def _rows(rates: dict, group="horovod/alexnet-f64/n2-r4", framework="tensorflow"
     for r in range(ROUNDS):
         for (lib, alg), ips in rates.items():
             row = {"group": group, "framework": framework, "model": "alexnet", "parallel_mode": "horovod",
-                   "ranks": 4, "nodes": 2, "library": lib, "algorithm": alg, "round": r, "link_rate": "1gbit",
+                   "ranks": 4, "nodes": 2, "threads_per_core": 2, "library": lib, "algorithm": alg, "round": r,
+                   "link_rate": "1gbit",
                    "img_per_s": ips * (1 + 0.005 * rng.standard_normal())}
             if share is not None:
                 row.update(compute_s=10 * (1 - share[(lib, alg)]), allreduce_s=10 * share[(lib, alg)], wait_s=np.nan)
@@ -31,48 +32,52 @@ def _rows(rates: dict, group="horovod/alexnet-f64/n2-r4", framework="tensorflow"
 RATES = {("mpich", "default"): 100.0, ("mpich", "ring"): 125.0, ("mpich", "tuned"): 118.0,
          ("mpich", "recursive_doubling"): 90.0, ("openmpi", "default"): 50.0, ("openmpi", "ring"): 55.0}
 SHARE = {k: 0.4 if k[0] == "mpich" else 0.7 for k in RATES}
-PICKS = {"horovod/alexnet-f64/n2-r4": {"mpich": {"best": "ring", "worst": "recursive_doubling"},
-                                       "openmpi": {"best": "ring", "worst": "ring"}}}
+PICKS = {"horovod/alexnet-f64/n2-r4": {
+    "mpich": {"best": "ring", "worst": "recursive_doubling", "predicted": {"default": 200.0, "ring": 100.0}},
+    "openmpi": {"best": "ring", "worst": "ring", "predicted": {"default": 400.0, "ring": 300.0}}}}
+
+
+def _rounds(t, picks=None):
+    from ardlab.analysis import report
+
+    kept, _ = report.trusted(t)
+    return sc.rounds(kept, picks)
 
 
 def test_the_claims_side_by_side():
     t = _rows(RATES, share=SHARE)
-    table = vs.table(cmp.training(t), t, PICKS).set_index("claim")
-    best = table.loc["mpich: its best variant over its default"]
-    assert best.variant == "best measured: ring" and best.ardlab == pytest.approx(1.25, rel=0.02)
-    assert best.verdict == "faster" and best.agreement == "significant, larger than the study's"
-    assert best.allreduce_share == pytest.approx(0.4) and best.link_rate == "1gbit" and best.groups == 1
-    tuned = table.loc["mpich: its tuned file over its default"]
-    assert tuned.ardlab == pytest.approx(1.18, rel=0.02) and tuned.agreement == "significant, smaller than the study's"
-    picked = table.loc["mpich: the algorithm picked best from the microbenchmark over its default"]
-    assert picked.variant == "picked best: ring"
-    across = table.loc["best library+algorithm over the worst library's default"]
-    assert across.variant == "mpich/ring over openmpi/default" and across.ardlab == pytest.approx(2.5, rel=0.02)
-    assert across.agreement == "significant, smaller than the study's"
-    worst = table.loc["best library+algorithm over the worst combination"]
-    assert worst.variant == "mpich/ring over openmpi/default" and worst.study == 2.8
+    table = vs.table(_rounds(t, PICKS)).set_index(["claim", "library", "regime"])
+    tuned = table.loc[("tuned", "mpich", sc.TIME_SHARED)]
+    assert tuned.speedup == pytest.approx(1.18, rel=0.02) and tuned.groups == 1
+    assert tuned.agreement == "no interval (too few rounds or groups)"  # one group: no pooled interval
+    top = table.loc[("tuned", "mpich", "largest of 1")]  # one group: its own (t) interval, adjusted for 1
+    assert top.speedup == pytest.approx(1.18, rel=0.02) and top.agreement == "faster, less than the study's"
+    picked = table.loc[("picked_best", "mpich", "largest of 1")]
+    assert picked.speedup == pytest.approx(1.25, rel=0.02) and picked.agreement == "faster, more than the study's"
+    worst = table.loc[("picked_worst", "mpich", sc.TIME_SHARED)]
+    assert worst.speedup == pytest.approx(0.9, rel=0.02)
+    assert ("picked_worst", "mpich", "largest of 1") not in table.index  # a control: no study value, no maximum
+    across = table.loc[("fastest_over_slowest_default", sc.ACROSS, "largest of 1")]
+    assert across.speedup == pytest.approx(2.5, rel=0.02) and across.study == 2.8  # mpich/ring over openmpi/default
+    assert across.agreement == "faster, less than the study's"
 
 
 def test_no_effect_is_said_plainly():
     t = _rows({("mpich", "default"): 100.0, ("mpich", "ring"): 100.0})
-    row = vs.table(cmp.training(t), t).set_index("claim").loc["mpich: its best variant over its default"]
-    assert row.verdict == SAME and row.agreement == "no significant speedup: does not confirm the study"
-    assert np.isnan(row.allreduce_share)  # no split in these rows
-
-
-def test_an_interval_holding_1x_and_the_study_is_not_a_confirmation():
-    assert vs._agreement(1.22, 0.88, 1.36, 1.2, SAME) == \
-        "not significant: the interval holds both 1x and the study's value"
-    assert vs._agreement(1.22, 1.05, 1.36, 1.2, "faster") == "confirms the study's value"
+    row = vs.table(_rounds(t, {t.group[0]: {"mpich": {"best": "ring"}}})).set_index("regime").loc["largest of 1"]
+    assert row.agreement == "equivalent to the default (within the +-5% margin fixed beforehand)"
+    assert vs.points(_rounds(t), t).empty  # no tuned file, no picks: no selection to plot
 
 
 def test_defaults_only():
-    """A run that trains each library's default only: nothing to say per library, the across-library claims stay."""
+    """A run that trains each library's default only: nothing to say per library; across libraries the
+    microbenchmark's prediction chooses the fastest and the slowest default."""
     t = _rows({("mpich", "default"): 100.0, ("openmpi", "default"): 50.0})
-    table = vs.table(cmp.training(t), t)
-    assert list(table.claim) == ["best library+algorithm over the worst library's default",
-                                 "best library+algorithm over the worst combination"]
-    assert vs.points(cmp.training(t), t).empty
+    picks = {t.group[0]: {"mpich": {"predicted": {"default": 10.0}}, "openmpi": {"predicted": {"default": 20.0}}}}
+    table = vs.table(_rounds(t, picks))
+    assert set(table.claim) == {"fastest_over_slowest_default", "fastest_over_default"}
+    assert table[table.claim == "fastest_over_slowest_default"].speedup.iloc[0] == pytest.approx(2.0, rel=0.02)
+    assert vs.table(_rounds(t)).empty  # without predictions no across-library claim
 
 
 def test_shares_of_both_frameworks():
@@ -82,10 +87,11 @@ def test_shares_of_both_frameworks():
 
 def test_points_and_figure(tmp_path):
     t = _rows(RATES, share=SHARE)
-    pts = vs.points(cmp.training(t), t, PICKS)
+    pts = vs.points(_rounds(t, PICKS), t)
     assert set(zip(pts.library, pts.selection)) == {("mpich", "tuned"), ("mpich", "picked best"),
                                                     ("openmpi", "picked best")}
     assert (pts.ci_low <= pts.speedup).all() and (pts.speedup <= pts.ci_high).all()
+    assert pts.time_shared.all() and list(pts.allreduce_share[pts.library == "mpich"]) == pytest.approx([0.4, 0.4])
     paths = vs.figure(pts, tmp_path)
     assert [p.name for p in paths] == ["speedup_vs_allreduce_share.png", "speedup_vs_allreduce_share.pdf"]
     assert all(p.stat().st_size > 0 for p in paths)
@@ -95,9 +101,11 @@ def test_picks_read_from_a_run(tmp_path):
     folder = tmp_path / "picks" / "horovod" / "alexnet-f64"
     folder.mkdir(parents=True)
     pd.DataFrame({"library": ["mpich", "mpich", "openmpi"], "algorithm": ["ring", "tree", "ring"],
+                  "predicted_us_per_step": [100, 300, 200],
                   "pick": ["best", "worst", "best;worst"]}).to_csv(folder / "n2-r4.csv", index=False)
-    assert vs.read_picks(tmp_path) == {"horovod/alexnet-f64/n2-r4": {"mpich": {"best": "ring", "worst": "tree"},
-                                                                     "openmpi": {"best": "ring", "worst": "ring"}}}
+    assert vs.read_picks(tmp_path) == {"horovod/alexnet-f64/n2-r4": {
+        "mpich": {"best": "ring", "worst": "tree", "predicted": {"ring": 100.0, "tree": 300.0}},
+        "openmpi": {"best": "ring", "worst": "ring", "predicted": {"ring": 200.0}}}}
 
 
 def _with_loss(t: pd.DataFrame, loss: dict) -> pd.DataFrame:
@@ -114,8 +122,9 @@ def test_a_variant_whose_loss_disagrees_at_2_ranks_makes_no_claim():
     assert check.drop(("mpich", "tuned")).loss_agrees.eq(True).all()
     kept = cmp.agreeing(t, check.reset_index())
     assert set(kept.algorithm[kept.library == "mpich"]) == {"default", "ring", "recursive_doubling"}
-    table = vs.table(cmp.training(kept), kept).set_index("claim")
-    assert "mpich: its tuned file over its default" not in table.index
+    table = vs.table(_rounds(t, {t.group[0]: PICKS["horovod/alexnet-f64/n2-r4"]}))
+    assert "mpich/tuned" not in set(sc.rounds(kept).variant) and not (table.claim == "tuned").any()
+    assert (table.claim == "picked_best").any()
 
 
 def test_at_4_ranks_the_loss_cannot_tell():
@@ -145,8 +154,10 @@ def _reported_run(folder, rate: str | None, speedup: float):
 
     t = _rows({**RATES, ("mpich", "ring"): 100.0 * speedup}, share=SHARE).assign(link_rate=rate)
     (folder / "tables").mkdir(parents=True)
-    vs.points(cmp.training(t), t, PICKS).to_csv(folder / "tables" / "selection_vs_share.csv", index=False)
-    vs.table(cmp.training(t), t, PICKS).to_csv(folder / "tables" / "study_vs_ardlab.csv", index=False)
+    r = _rounds(t, PICKS)
+    vs.points(r, t).to_csv(folder / "tables" / "selection_vs_share.csv", index=False)
+    vs.table(r).to_csv(folder / "tables" / "study_vs_ardlab.csv", index=False)
+    sc.groups(r).to_csv(folder / "tables" / "study_groups.csv", index=False)
     (folder / "run.yaml").write_text(yaml.safe_dump({"config": {"link_rate": rate} if rate else {}}))
     return folder
 
@@ -161,16 +172,16 @@ def test_regimes_put_runs_at_two_rates_on_one_figure(tmp_path):
     assert picked.speedup.to_dict() == pytest.approx({"1gbit": 1.25, "250mbit": 1.6}, rel=0.02)
     assert set(pts.run) == {str(fast), str(slow)}
     assert (tmp_path / "study" / "figures" / "speedup_vs_allreduce_share.png").stat().st_size > 0
-    # the runs' claims side by side, claim by claim, each with its rate; and as the README shows them
+    # the runs' pooled claims side by side, each with its rate; and as the README shows them
     head = pd.read_csv(tmp_path / "study" / "tables" / "study_vs_ardlab.csv")
-    best = head[head.claim == "mpich: its best variant over its default"]
-    assert list(best.link_rate) == ["1gbit", "250mbit"] and list(best.ardlab) == pytest.approx([1.25, 1.6], rel=0.02)
-    assert list(head.claim.drop_duplicates()) == [
-        "mpich: its best variant over its default", "openmpi: its best variant over its default",
-        "best library+algorithm over the worst library's default", "best library+algorithm over the worst combination"]
+    best = head[(head.claim == "picked_best") & (head.library == "mpich") & (head.regime == "largest of 1")]
+    assert list(best.link_rate) == ["1gbit", "250mbit"] and list(best.speedup) == pytest.approx([1.25, 1.6], rel=0.02)
+    assert list(head.claim.drop_duplicates()) == ["tuned", "picked_best", "fastest_over_slowest_default"]
     md = (tmp_path / "study" / "tables" / "study_vs_ardlab.md").read_text()
-    assert "| MPICH: best algorithm over its default (1.2x) | 250 Mbit/s | 1.60x [" in md
-    assert "(MPICH `ring` over Open MPI `default`)" in md
+    assert "| MPICH: the microbenchmark's pick over its default (1.2x), largest of 1 | 1 | **1.25x [" in md
+    assert "1 Gbit/s (a)" in md and "250 Mbit/s (b)" in md
+    assert (tmp_path / "study" / "tables" / "study_groups.csv").is_file()
+    assert (tmp_path / "study" / "figures" / "forest_tuned.png").stat().st_size > 0
 
 
 def test_regimes_name_the_run_that_cannot_be_read(tmp_path):

@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from ardlab.stats import (FASTER, SAME, SLOWER, TOO_FEW, geomean_speedup_ci, median_ci, speedup_ci,
-                                   verdict)
+from ardlab.analysis.study_claims import ACROSS, BEST, WORST
 from ardlab.comm.libraries import DEFAULT, LIBRARIES, TUNED
+from ardlab.stats import FASTER, SAME, SLOWER, TOO_FEW, geomean_speedup_ci, median_ci, speedup_ci, verdict
 
 TUNED_PHASE = "microbench_tuned/"  # groups whose name starts so measure tuned files (ardlab.study.config)
 
@@ -251,39 +251,60 @@ def drift(b: pd.DataFrame, t: pd.DataFrame) -> pd.DataFrame:
 
 
 CLAIM_KEYS = ["table", "group", "what", "library", "algorithm", "versus"]
+CLAIM_COLUMNS = [*CLAIM_KEYS, "selected", "speedup", "ci_low", "ci_high", "verdict"]
 
 
-def claims(speedups: pd.DataFrame, across: pd.DataFrame, train: pd.DataFrame, tu: pd.DataFrame) -> pd.DataFrame:
-    """Every comparison the tables make, one row each with its speedup, interval and verdict (significant or
-    not); ``reproduce`` matches them across runs by CLAIM_KEYS."""
+def _roles(picks: dict, group: str, library: str, algorithm: str) -> list[str]:
+    """The names a trained variant is claimed under: the pipeline's role where it has one (its pick, whichever
+    algorithm that was in this run: a replication compares the pipeline's choices), else the algorithm."""
+    lp = picks.get(group, {}).get(library, {})
+    return [name for label, name in (("best", BEST), ("worst", WORST)) if lp.get(label) == algorithm] or [algorithm]
+
+
+def claims(speedups: pd.DataFrame, across: pd.DataFrame, train: pd.DataFrame, tu: pd.DataFrame,
+           picks: dict | None = None, study: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every comparison the tables make, once, with its speedup, interval and verdict (significant or not);
+    ``reproduce`` matches them across runs by CLAIM_KEYS. A trained pick is keyed by its role ("picked best"), its
+    algorithm in ``selected``; a tuned file's training rows appear once (as a training claim); the across-library
+    claims fixed beforehand come from ``study`` (``study_claims.groups``)."""
+    picks = picks or {}
     rows = []
     for r in speedups[speedups.algorithm != DEFAULT].itertuples() if len(speedups) else ():
         rows.append(("microbench_speedup", r.group, str(int(r.size_bytes)), r.library, r.algorithm, "default",
-                     r.speedup_vs_default, r.speedup_vs_default_ci_low, r.speedup_vs_default_ci_high,
+                     r.algorithm, r.speedup_vs_default, r.speedup_vs_default_ci_low, r.speedup_vs_default_ci_high,
                      r.speedup_vs_default_verdict))
-    for r in across.itertuples() if len(across) else ():
-        lib, alg = r.best.split("/", 1)
-        rows.append(("across_libraries", r.group, str(int(r.size_bytes)), lib, alg, f"worst: {r.worst}",
-                     r.speedup_vs_worst, r.speedup_vs_worst_ci_low, r.speedup_vs_worst_ci_high,
-                     r.speedup_vs_worst_verdict))
+    for r in across.itertuples() if len(across) else ():  # keyed by role: the fastest measured, whichever it was
+        rows.append(("across_libraries", r.group, str(int(r.size_bytes)), ACROSS, "fastest measured",
+                     "slowest measured", f"{r.best} over {r.worst}", r.speedup_vs_worst, r.speedup_vs_worst_ci_low,
+                     r.speedup_vs_worst_ci_high, r.speedup_vs_worst_verdict))
     for r in train[train.algorithm != DEFAULT].itertuples() if len(train) else ():
         if "speedup_vs_default" in train and not np.isnan(r.speedup_vs_default):
-            rows.append(("training_throughput", r.group, f"{r.framework} {r.model} {r.parallel_mode}", r.library,
-                         r.algorithm, "default", r.speedup_vs_default, r.speedup_vs_default_ci_low,
-                         r.speedup_vs_default_ci_high, r.speedup_vs_default_verdict))
+            for name in _roles(picks, r.group, r.library, r.algorithm):
+                rows.append(("training_throughput", r.group, f"{r.framework} {r.model} {r.parallel_mode}", r.library,
+                             name, "default", r.algorithm, r.speedup_vs_default, r.speedup_vs_default_ci_low,
+                             r.speedup_vs_default_ci_high, r.speedup_vs_default_verdict))
     for r in tu.itertuples() if len(tu) else ():
+        if np.isnan(r.size_bytes) and r.versus == "default":
+            continue  # the training claim of the same rows
         what = str(int(r.size_bytes)) if not np.isnan(r.size_bytes) else r.workload
-        rows.append(("tuned_speedup", r.group, what, r.library, TUNED, r.versus, r.speedup, r.speedup_ci_low,
+        rows.append(("tuned_speedup", r.group, what, r.library, TUNED, r.versus, TUNED, r.speedup, r.speedup_ci_low,
                      r.speedup_ci_high, r.speedup_verdict))
-    return pd.DataFrame(rows, columns=[*CLAIM_KEYS, "speedup", "ci_low", "ci_high", "verdict"])
+    across_claims = study[study.claim.str.startswith("fastest_")] if study is not None and len(study) else ()
+    for r in across_claims.itertuples() if len(across_claims) else ():
+        rows.append(("study_across_libraries", r.group, r.claim, r.library, "predicted fastest", r.baseline
+                     if r.claim == "fastest_over_default" else "predicted slowest default", r.variant, r.speedup,
+                     r.ci_low, r.ci_high, r.verdict))
+    return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
 
 def headline(speedups: pd.DataFrame, across: pd.DataFrame, train: pd.DataFrame,
              tuned_sum: pd.DataFrame) -> pd.DataFrame:
-    """The study's headline numbers, each with its interval and verdict: per library the largest significant
+    """A run's largest numbers, each with its interval and verdict: per library the largest significant
     speedup over its default; the largest significant gap between the best and the worst (library, algorithm);
     the best against each library's default; each tuned file against the default and the best single algorithm;
-    and per training framework the same against the default and across libraries."""
+    and per training framework the same against the default and across libraries. Every "largest" and "best" row is
+    chosen after the data and says from how many (its interval is not adjusted for the choice: the claims fixed
+    beforehand, with adjusted intervals, are ``study_claims``')."""
     rows = []
 
     def add(claim, where, r, prefix):
@@ -297,12 +318,14 @@ def headline(speedups: pd.DataFrame, across: pd.DataFrame, train: pd.DataFrame,
     for lib, g in speedups.groupby("library") if len(speedups) else ():
         r = largest_significant(g[g.algorithm != DEFAULT], "speedup_vs_default")
         if r is not None:
-            add(f"microbenchmark, {lib}: largest significant speedup of an algorithm over the default",
+            add(f"microbenchmark, {lib}: largest significant speedup of an algorithm over the default (chosen after "
+                f"the data from {len(g[g.algorithm != DEFAULT])}, interval not adjusted)",
                 f"{r.algorithm} at {int(r.size_bytes)} B, {r.group}", r, "speedup_vs_default")
     if len(across):
         r = largest_significant(across, "speedup_vs_worst")
         if r is not None:
-            add("microbenchmark: largest significant speedup of the best library+algorithm over the worst",
+            add(f"microbenchmark: largest significant speedup of the best library+algorithm over the worst (chosen "
+                f"after the data from {len(across)}, interval not adjusted)",
                 f"{r.best} over {r.worst} at {int(r.size_bytes)} B, {r.group}", r, "speedup_vs_worst")
         for lib in LIBRARIES:
             if f"speedup_vs_{lib}_default" in across:
@@ -319,9 +342,11 @@ def headline(speedups: pd.DataFrame, across: pd.DataFrame, train: pd.DataFrame,
         singles = g[~g.algorithm.isin([DEFAULT, TUNED])]
         for lib, gl in singles.groupby("library"):
             r = gl.loc[gl.speedup_vs_default.idxmax()]
-            add(f"training, {fw}, {lib}: best algorithm over the default", f"{r.algorithm}, {group}", r,
+            add(f"training, {fw}, {lib}: best of {len(gl)} algorithms over the default (chosen after the data, "
+                "interval not adjusted)", f"{r.algorithm}, {group}", r,
                 "speedup_vs_default")
         best = g.loc[g.img_per_s.idxmax()]
-        add(f"training, {fw}: best library+algorithm over the worst",
+        add(f"training, {fw}: best library+algorithm over the worst (chosen after the data from {len(g)} variants, "
+            "interval not adjusted)",
             f"{best.library}/{best.algorithm} over {best.worst}, {group}", best, "speedup_vs_worst")
     return pd.DataFrame(rows, columns=["claim", "where", "speedup", "ci_low", "ci_high", "verdict"])

@@ -13,20 +13,24 @@ between variants measured in the same paired, interleaved rounds, with 95% inter
   one that disagrees reduced wrongly, and is left out of every other table and claim);
 - tuned_speedup / tuned_speedup_points: the tuned selection files against each library's default and against the
   best single algorithm measured in the same rounds (summary; per size or training group);
-- study_vs_ardlab / selection_vs_share: the study's two training claims against this run's (``versus_study``), and
-  each selection's training speedup against the Allreduce share of a step (the figure's points);
+- study_vs_ardlab / study_groups / study_rounds: the study's claims, fixed beforehand (``study_claims``): pooled per
+  regime with the largest group as "largest of N"; each group's paired estimate; each round's ratio;
+- selection_vs_share: each selection's training speedup against the Allreduce share of a step (the figure's points);
 - drift: each library default's reference per round and whether it moved monotonically over the run;
-- headline: the study's headline numbers (largest significant speedups over the default and across libraries,
-  tuned files, training), each with its interval and verdict;
+- headline: a run's largest numbers (largest significant speedups over the default and across libraries, tuned
+  files, training), each with its interval and verdict, each labelled as chosen after the data (not adjusted);
 - claims: every comparison with its interval and verdict (``ardlab report --compare`` matches them across runs);
 - network_bound / network_traffic (runs on several nodes): each library's best Allreduce against the link's
   bandwidth bound, and every algorithm's bytes on the wire against its traffic model (``network``).
 
 Figures in <results>/figures/measured (``figures``).
 `ardlab report --compare RUN_A RUN_B` writes reproduce.{csv,md} and reproduce_summary.{csv,md}: every significant
-claim of run A and whether run B agrees (``reproduce``).
+claim of either run, measured or not in the other, and the shares that replicate both ways (``reproduce``).
 `ardlab report --regimes RUN... --output DIR` puts the selection_vs_share points of reported runs at different link
-rates in one table (DIR/tables/regimes) and one figure (DIR/figures/speedup_vs_allreduce_share) (``versus_study``).
+rates in one table (DIR/tables/regimes) and one figure (DIR/figures/speedup_vs_allreduce_share), the runs' pooled
+claims side by side (DIR/tables/study_vs_ardlab; the README's table of the tuned files and the across-library claim is
+DIR/tables/study_headline.md) and a forest figure per claim
+(DIR/figures/forest_<claim>) (``versus_study``).
 """
 
 from __future__ import annotations
@@ -36,13 +40,13 @@ from pathlib import Path
 import pandas as pd
 
 from ardlab.analysis import comparisons as cmp
-from ardlab.analysis import figures, network, read, reproduce, versus_study
+from ardlab.analysis import figures, network, read, reproduce, study_claims, versus_study
 from ardlab.comm.libraries import TUNED
 from ardlab.results import REPRODUCE_TABLES, save_frame, save_markdown, write_csv
 
 MICROBENCH_TABLES = ("microbench_speedup", "microbench_across_libraries", "best_algorithm_ranges")
 TRAINING_TABLE = "training_throughput"
-STUDY_TABLES = ("study_vs_ardlab", "selection_vs_share")
+STUDY_TABLES = ("study_vs_ardlab", "study_groups", "study_rounds", "selection_vs_share")
 TUNED_TABLES = ("tuned_speedup", "tuned_speedup_points")
 NETWORK_TABLES = ("network_bound", "network_traffic")
 ALWAYS = ("headline", "drift", "claims")
@@ -70,15 +74,17 @@ def analyse(b: pd.DataFrame, t: pd.DataFrame, picks: dict | None = None) -> dict
     train = cmp.training(t) if len(t) else pd.DataFrame()
     tu = cmp.tuned(b, t)
     tuned_sum = cmp.tuned_summary(b, tu)
+    rounds = study_claims.rounds(t, picks)
+    groups = study_claims.groups(rounds)
     out = {"microbench_speedup": speedups, "microbench_across_libraries": across,
            "best_algorithm_ranges": cmp.best_ranges(speedups) if len(speedups) else pd.DataFrame(),
            TRAINING_TABLE: _with_check(train, check, t_all), "tuned_speedup": tuned_sum, "tuned_speedup_points": tu,
-           "drift": cmp.drift(b, t), "claims": cmp.claims(speedups, across, train, tu),
+           "drift": cmp.drift(b, t), "claims": cmp.claims(speedups, across, train, tu, picks, groups),
            "headline": cmp.headline(speedups, across, train, tuned_sum),
            "network_bound": network.bound(b) if len(b) else pd.DataFrame(),
            "network_traffic": network.traffic(b) if len(b) else pd.DataFrame(),
-           "study_vs_ardlab": versus_study.table(train, t, picks),
-           "selection_vs_share": versus_study.points(train, t, picks)}
+           "study_vs_ardlab": versus_study.table(rounds), "study_groups": groups, "study_rounds": rounds,
+           "selection_vs_share": versus_study.points(rounds, t)}
     return out
 
 
@@ -112,17 +118,20 @@ def report(bench_files, train_files, results: str | Path, figures_dir: str | Pat
         save_frame(made[name], tables / name)
         written.append(tables / f"{name}.csv")
     out = Path(figures_dir) if figures_dir else results / "figures" / "measured"
+    forests = [p for c in study_claims.CLAIMS for p in versus_study.forest(
+        made["study_groups"].assign(run=str(results)), made["study_vs_ardlab"].assign(run=str(results)), c.key, out)]
     return written + figures.make(made["microbench_speedup"], made[TRAINING_TABLE], b, t, out) + \
-        versus_study.figure(made["selection_vs_share"], out)
+        versus_study.figure(made["selection_vs_share"], out) + forests
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path, output: str | Path) -> list[Path]:
-    """`ardlab report --compare A B`: every significant claim of A checked in B (tables into `output`)."""
+    """`ardlab report --compare A B`: every significant claim of either run checked in the other (tables into
+    `output`)."""
     claims = []
     for run in (run_a, run_b):
         bench, train = run_files(run)
         b, t = read.bench(bench), read.train(train)
-        claims.append(analyse(b, t)["claims"])
+        claims.append(analyse(b, t, versus_study.read_picks(run))["claims"])
     m = reproduce.compare(*claims)
     output = Path(output)
     summary, rows = REPRODUCE_TABLES
@@ -131,14 +140,20 @@ def compare_runs(run_a: str | Path, run_b: str | Path, output: str | Path) -> li
 
 def regimes_report(runs: list[str | Path], output: str | Path) -> list[Path]:
     """`ardlab report --regimes RUN...`: the selections' training speedups against the Allreduce share, every run's
-    points (each its link rate) in one table and one figure under `output`, and the runs' study-vs-ardlab claims
-    side by side (tables/study_vs_ardlab.csv, and .md as the README shows it)."""
+    points (each its link rate) in one table and one figure under `output`, the runs' pooled claims side by side
+    (tables/study_vs_ardlab.csv, and .md as the README shows it), every group of every run (tables/study_groups) and
+    a forest figure per claim (figures/forest_<claim>)."""
     pts = versus_study.regimes(runs)
     output = Path(output)
     head = versus_study.headline(runs)
-    columns, rows = versus_study.headline_markdown(head)
-    tables = output / "tables"
-    return (save_frame(pts, tables / "regimes")
-            + [write_csv(tables / "study_vs_ardlab.csv", versus_study.HEADLINE_COLUMNS, head.to_dict("records")),
-               save_markdown(columns, rows, tables / "study_vs_ardlab.md")]
-            + versus_study.figure(pts, output / "figures"))
+    columns, rows = versus_study.headline_markdown(head, runs)
+    groups = versus_study.runs_table(runs, "study_groups")
+    pooled = versus_study.runs_table(runs, "study_vs_ardlab")
+    tables, figs = output / "tables", output / "figures"
+    forests = [p for c in study_claims.CLAIMS for p in versus_study.forest(groups, pooled, c.key, figs)]
+    return (save_frame(pts, tables / "regimes") + save_frame(groups, tables / "study_groups")
+            + [write_csv(tables / "study_vs_ardlab.csv", list(head.columns), head.to_dict("records")),
+               save_markdown(columns, rows, tables / "study_vs_ardlab.md"),
+               save_markdown(*versus_study.headline_markdown(head, runs, versus_study.README_CLAIMS),
+                             tables / "study_headline.md")]
+            + versus_study.figure(pts, figs) + forests)

@@ -1,9 +1,13 @@
-"""Does a run reproduce another? Every significant claim of run A, and whether run B agrees.
+"""Does a run reproduce another? Every significant claim of either run, and what the other run says of it.
 
-A claim is a comparison whose interval excludes 1 (``comparisons.claims``). Run B agrees in direction when its
-speedup for the same comparison lies on the same side of 1; the table also says whether B found it significant
-too and whether the two intervals overlap. The share that agrees in direction is the reproduce share
-(target: >= 90% between two runs of the local default on one machine type).
+A claim is a comparison whose interval excludes 1 (``comparisons.claims``: one row per comparison, a tuned file's
+training rows once, a pick keyed by its role so that a replication compares the pipeline's choices whichever
+algorithm each run picked). ``compare`` takes the claims of run A and of run B, both ways: every comparison that is
+significant in either run, with its estimate and verdict in A and in B. ``summary`` counts, per table and overall,
+for A's claims checked in B, B's claims checked in A, and every claim of either run once: how many the other run
+did not measure, how many it measured in the same direction, and how many it found significant the same way; each
+share is over *all* the claims, the unmeasured ones in the denominator (``share_same_direction_measured`` is the
+share among the measured only, for comparison with runs reported before).
 """
 
 from __future__ import annotations
@@ -14,26 +18,43 @@ import pandas as pd
 from ardlab.analysis.comparisons import CLAIM_KEYS
 from ardlab.stats import FASTER, SLOWER
 
+SIGNIFICANT = (FASTER, SLOWER)
+DIRECTIONS = ("A's claims in B", "B's claims in A", "either run's claims")
+
 
 def compare(claims_a: pd.DataFrame, claims_b: pd.DataFrame) -> pd.DataFrame:
-    """One row per significant claim of A: its speedup and interval in both runs, and the agreement."""
-    sig = claims_a[claims_a.verdict.isin([FASTER, SLOWER])]
-    m = sig.merge(claims_b, on=CLAIM_KEYS, how="left", suffixes=("_a", "_b"))
-    m["in_b"] = m.speedup_b.notna()
-    m["same_direction"] = m.in_b & (np.sign(np.log(m.speedup_a)) == np.sign(np.log(m.speedup_b)))
-    m["significant_in_b"] = m.verdict_b == m.verdict_a
-    m["intervals_overlap"] = m.in_b & (m.ci_low_a <= m.ci_high_b) & (m.ci_low_b <= m.ci_high_a)
-    return m
+    """One row per comparison significant in A or in B (duplicates dropped): its speedup, interval and verdict in
+    both runs (NaN where a run did not measure it), which run claims it, and the agreement."""
+    a = claims_a.drop_duplicates(CLAIM_KEYS)
+    b = claims_b.drop_duplicates(CLAIM_KEYS)
+    m = a.merge(b, on=CLAIM_KEYS, how="outer", suffixes=("_a", "_b"))
+    m["claimed_in_a"] = m.verdict_a.isin(SIGNIFICANT)
+    m["claimed_in_b"] = m.verdict_b.isin(SIGNIFICANT)
+    m = m[m.claimed_in_a | m.claimed_in_b].copy()
+    m["in_a"], m["in_b"] = m.speedup_a.notna(), m.speedup_b.notna()
+    m["same_direction"] = m.in_a & m.in_b & (np.sign(np.log(m.speedup_a)) == np.sign(np.log(m.speedup_b)))
+    m["same_significant_verdict"] = m.claimed_in_a & m.claimed_in_b & (m.verdict_a == m.verdict_b)
+    m["intervals_overlap"] = m.in_a & m.in_b & (m.ci_low_a <= m.ci_high_b) & (m.ci_low_b <= m.ci_high_a)
+    return m.reset_index(drop=True)
+
+
+def _counts(g: pd.DataFrame, measured: pd.Series) -> dict:
+    n = len(g)
+    same, verdict = int(g.same_direction.sum()), int(g.same_significant_verdict.sum())
+    k = int(measured.sum())
+    return {"claims": n, "not_measured": n - k, "same_direction": same, "same_significant_verdict": verdict,
+            "share_not_measured": (n - k) / n if n else np.nan, "share_same_direction": same / n if n else np.nan,
+            "share_same_significant_verdict": verdict / n if n else np.nan,
+            "share_same_direction_measured": same / k if k else np.nan}
 
 
 def summary(m: pd.DataFrame) -> pd.DataFrame:
-    """Per table and overall: significant claims of A, how many B has, agrees with in direction, confirms."""
+    """Per table and overall, both ways and once over either run's claims: claims, not measured in the other run,
+    same direction, same significant verdict, and their shares over all the claims."""
     rows = []
     for name, g in [*m.groupby("table"), ("all", m)]:
-        n = int(g.in_b.sum())
-        rows.append({"table": name, "claims_in_a": len(g), "measured_in_b": n,
-                     "same_direction": int(g.same_direction.sum()),
-                     "share_same_direction": float(g.same_direction.sum() / n) if n else np.nan,
-                     "significant_in_b": int(g.significant_in_b.sum()),
-                     "intervals_overlap": int(g.intervals_overlap.sum())})
+        for direction, part, measured in ((DIRECTIONS[0], g[g.claimed_in_a], g[g.claimed_in_a].in_b),
+                                          (DIRECTIONS[1], g[g.claimed_in_b], g[g.claimed_in_b].in_a),
+                                          (DIRECTIONS[2], g, g.in_a & g.in_b)):
+            rows.append({"table": name, "claims_checked": direction, **_counts(part, measured)})
     return pd.DataFrame(rows)

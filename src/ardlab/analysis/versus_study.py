@@ -1,19 +1,15 @@
-"""The study we reproduce against ardlab's measurement: its two training claims, side by side with ours.
+"""The study we reproduce against ardlab's measurement: the claims fixed beforehand (``study_claims``) in a run's
+tables, across runs, and in figures.
 
-The study (MPI_Allreduce in MPICH, Open MPI and Intel MPI under TensorFlow + Horovod) reports that choosing the
-algorithm sped training up 1.2x over the library's default, and that choosing the library as well gave up to 2.8x.
-From a run's training groups (``comparisons.training``: paired rounds, 95% intervals) this module states, per claim,
-ardlab's number where it is largest and significant (else the largest point estimate), with the group it comes
-from (framework, model, nodes x ranks, link rate) and the share of a step the Allreduce took there
-(``allreduce_share``), and says plainly whether the measurement confirms the study:
+Per run (``ardlab report``): ``table`` is the study-vs-ardlab table, each claim's pooled speedup per regime (ranks a
+node) with its verdict and the largest single group as "largest of N" (``study_claims.pooled``); ``points`` are each
+selection's (tuned file, picked best) group estimates against the Allreduce share of the default's step, the regime
+figure's points (``figure``), the time-shared groups marked.
 
-- per library: its best variant over its default (the study's 1.2x); also its tuned file and the algorithm picked
-  best from the microbenchmark before training (``ardlab pick``), the selections the study's method makes;
-- the best library+algorithm over the worst library's default, and over the worst combination (up to 2.8x).
-
-The figure (``figure``): each selection's training speedup over the default against the Allreduce share of the
-group, per library, with intervals; the study's 1.2x as a line. ``regimes`` puts the points of several runs (link
-rates) on one such figure (`ardlab report --regimes RUN...`), each run's rate in its own marker.
+Across runs (``ardlab report --regimes RUN...``): ``regimes`` puts the points of several runs (link rates) on one
+figure with a fit of the speedup against the share per library; ``headline`` lays the runs' pooled claims side by
+side (the README's table); ``forest`` draws, per claim, every group's estimate with its interval and the pooled
+estimate of each run and regime.
 """
 
 from __future__ import annotations
@@ -23,16 +19,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ardlab.analysis.comparisons import by_round, paired_speedup
-from ardlab.stats import FASTER, TOO_FEW
+from ardlab.analysis import study_claims as sc
 from ardlab.comm.libraries import DEFAULT, TUNED
 from ardlab.results import recorded_config
 
-STUDY = {"algorithm": 1.2, "library": 2.8}
-POINT_COLUMNS = ["group", "library", "selection", "algorithm", "framework", "model", "nodes", "ranks",
-                 "allreduce_share", "speedup", "ci_low", "ci_high"]
-COLUMNS = ["claim", "study", "ardlab", "ci_low", "ci_high", "verdict", "agreement", "library", "variant", "framework",
-           "model", "nodes", "ranks", "link_rate", "allreduce_share", "groups_significant", "groups"]
+STUDY = {"algorithm": sc.STUDY_ALGORITHM, "library": sc.STUDY_LIBRARY}
+POINT_COLUMNS = ["group", "library", "selection", "algorithm", "framework", "model", "nodes", "ranks", "time_shared",
+                 "tuning_file", "allreduce_share", "speedup", "ci_low", "ci_high"]
+SELECTIONS = {"tuned": "tuned", "picked_best": "picked best"}  # claim -> the selection it measures, in the figure
 
 
 def allreduce_share(t: pd.DataFrame) -> pd.Series:
@@ -45,120 +39,41 @@ def allreduce_share(t: pd.DataFrame) -> pd.Series:
     return (comm / (compute + comm)).where(compute > 0)
 
 
-def read_picks(results: str | Path) -> dict[str, dict[str, dict[str, str]]]:
-    """group -> library -> {best: algorithm, worst: algorithm}, from a run folder's picks/ (ardlab pick)."""
+def read_picks(results: str | Path) -> dict[str, dict[str, dict]]:
+    """group -> library -> {best: algorithm, worst: algorithm, predicted: {algorithm: us per step}}, from a run
+    folder's picks/ (ardlab pick): the picks and the microbenchmark's predicted Allreduce time per step of every
+    algorithm it ranked."""
     out: dict = {}
     folder = Path(results) / "picks"
     for path in sorted(folder.glob("**/*.csv")) if folder.is_dir() else ():
         group = str(path.relative_to(folder).with_suffix(""))
         table = pd.read_csv(path, keep_default_na=False)
         for r in table.itertuples():
+            lib = out.setdefault(group, {}).setdefault(r.library, {})
             for label in filter(None, r.pick.split(";")):
-                out.setdefault(group, {}).setdefault(r.library, {})[label] = r.algorithm
+                lib[label] = r.algorithm
+            if "predicted_us_per_step" in table and r.predicted_us_per_step != "":
+                lib.setdefault("predicted", {})[r.algorithm] = float(r.predicted_us_per_step)
     return out
 
 
-def _agreement(value: float, lo: float, hi: float, study: float, verdict: str) -> str:
-    if verdict == TOO_FEW or np.isnan(lo):
-        return "no interval (too few rounds)"
-    if verdict != FASTER:
-        if lo <= study <= hi:  # the interval holds no speedup and the study's value alike
-            return "not significant: the interval holds both 1x and the study's value"
-        return "no significant speedup: does not confirm the study"
-    if lo <= study <= hi:
-        return "confirms the study's value"
-    return "significant, smaller than the study's" if hi < study else "significant, larger than the study's"
+def table(rounds: pd.DataFrame) -> pd.DataFrame:
+    """The study-vs-ardlab table of one run from its ``study_claims.rounds``: ``study_claims.pooled``."""
+    return sc.pooled(rounds)
 
 
-def _row(claim: str, study: float, r: pd.Series, prefix: str, variant: str, shares: pd.Series, sig: int, n: int,
-         rates: dict) -> dict:
-    return {"claim": claim, "study": study, "ardlab": r[prefix], "ci_low": r[f"{prefix}_ci_low"],
-            "ci_high": r[f"{prefix}_ci_high"], "verdict": r[f"{prefix}_verdict"],
-            "agreement": _agreement(r[prefix], r[f"{prefix}_ci_low"], r[f"{prefix}_ci_high"], study,
-                                    r[f"{prefix}_verdict"]),
-            "library": r["library"], "variant": variant, "framework": r["framework"], "model": r["model"],
-            "nodes": int(r["nodes"]), "ranks": int(r["ranks"]), "link_rate": rates.get(r["group"], ""),
-            "allreduce_share": shares.get((r["group"], f"{r['library']}/{DEFAULT}"), np.nan),
-            "groups_significant": sig, "groups": n}
-
-
-def _largest(rows: pd.DataFrame, prefix: str) -> tuple[pd.Series | None, int]:
-    """The row with the largest significant speedup (else the largest point estimate), and how many are
-    significant."""
-    if rows.empty or rows[prefix].isna().all():
-        return None, 0
-    sig = rows[rows[f"{prefix}_verdict"] == FASTER]
-    pool = sig if len(sig) else rows
-    return pool.loc[pool[prefix].idxmax()], len(sig)
-
-
-def table(train: pd.DataFrame, t: pd.DataFrame, picks: dict | None = None) -> pd.DataFrame:
-    """The study-vs-ardlab table (see the module's docstring) from ``comparisons.training`` and the raw rows."""
-    if train.empty:
-        return pd.DataFrame(columns=COLUMNS)
-    picks = picks or {}
-    t = t.assign(allreduce_share=allreduce_share(t), variant=t.library + "/" + t.algorithm)
-    shares = t.groupby(["group", "variant"]).allreduce_share.median()
-    rates = t.groupby("group").link_rate.first().fillna("").astype(str).to_dict() if "link_rate" in t else {}
-    rows = []
-    for lib, g in train.groupby("library"):
-        forced = g[g.algorithm != DEFAULT]
-        selections = [(f"{lib}: its best variant over its default", forced, "best measured")]
-        selections.append((f"{lib}: its tuned file over its default", forced[forced.algorithm == TUNED], "tuned"))
-        is_pick = [picks.get(r.group, {}).get(lib, {}).get("best") == r.algorithm for r in forced.itertuples()]
-        picked = forced[np.array(is_pick, dtype=bool)]
-        selections.append((f"{lib}: the algorithm picked best from the microbenchmark over its default", picked,
-                           "picked best"))
-        for claim, rows_, label in selections:
-            r, sig = _largest(rows_.dropna(subset=["speedup_vs_default"]), "speedup_vs_default")
-            if r is not None:
-                n = rows_.group.nunique()
-                rows.append(_row(claim, STUDY["algorithm"], r, "speedup_vs_default", f"{label}: {r.algorithm}",
-                                 shares, sig, n, rates))
-    # across libraries: the group's best variant over the worst library default, and over the worst variant
-    best = train.loc[train.groupby("group").img_per_s.idxmax()]
-    defaults = train[train.algorithm == DEFAULT]
-    worst_default = defaults.loc[defaults.groupby("group").img_per_s.idxmin()].set_index("group")
-    vs_default = []
-    for r in best.itertuples():
-        if r.group in worst_default.index:
-            w = worst_default.loc[r.group]
-            piv = by_round(t[t.group == r.group], "img_per_s")
-            s = paired_speedup(False, piv[f"{w.library}/{DEFAULT}"], piv[f"{r.library}/{r.algorithm}"],
-                               "speedup_vs_wd")
-            vs_default.append({**r._asdict(), **s, "worst_default": w.library})
-    vs = pd.DataFrame(vs_default)
-    r, sig = _largest(vs, "speedup_vs_wd") if len(vs) else (None, 0)
-    if r is not None:
-        rows.append(_row("best library+algorithm over the worst library's default", STUDY["library"], r,
-                         "speedup_vs_wd", f"{r['library']}/{r['algorithm']} over {r['worst_default']}/{DEFAULT}",
-                         shares, sig, len(vs), rates))
-    r, sig = _largest(best, "speedup_vs_worst")
-    if r is not None:
-        rows.append(_row("best library+algorithm over the worst combination", STUDY["library"], r, "speedup_vs_worst",
-                         f"{r['library']}/{r['algorithm']} over {r['worst']}", shares, sig, len(best), rates))
-    return pd.DataFrame(rows, columns=COLUMNS)
-
-
-def points(train: pd.DataFrame, t: pd.DataFrame, picks: dict | None = None) -> pd.DataFrame:
-    """Per group and library: the tuned file's and the picked best's speedup over the default (with intervals)
-    against the default's Allreduce share: the figure's points."""
-    if train.empty:
+def points(rounds: pd.DataFrame, t: pd.DataFrame) -> pd.DataFrame:
+    """Per group and library: the tuned file's and the picked best's speedup over the default (the paired estimate
+    with its interval, ``study_claims.groups``) against the default's Allreduce share: the figure's points."""
+    g = sc.groups(rounds[rounds.claim.isin(list(SELECTIONS))]) if len(rounds) else pd.DataFrame()
+    if g.empty:
         return pd.DataFrame(columns=POINT_COLUMNS)
-    picks = picks or {}
     t = t.assign(allreduce_share=allreduce_share(t), variant=t.library + "/" + t.algorithm)
     shares = t.groupby(["group", "variant"]).allreduce_share.median()
-    out = []
-    for r in train[train.algorithm != DEFAULT].itertuples():
-        best = picks.get(r.group, {}).get(r.library, {}).get("best")
-        selection = "tuned" if r.algorithm == TUNED else "picked best" if r.algorithm == best else None
-        if selection:
-            out.append({"group": r.group, "library": r.library, "selection": selection, "algorithm": r.algorithm,
-                        "framework": r.framework, "model": r.model, "nodes": r.nodes, "ranks": r.ranks,
-                        "allreduce_share": shares.get((r.group, f"{r.library}/{DEFAULT}"), np.nan),
-                        "speedup": r.speedup_vs_default, "ci_low": r.speedup_vs_default_ci_low,
-                        "ci_high": r.speedup_vs_default_ci_high})
-    return pd.DataFrame(out, columns=POINT_COLUMNS)
+    out = g.assign(selection=g.claim.map(SELECTIONS), algorithm=g.variant.str.split("/").str[1],
+                   allreduce_share=[shares.get((grp, f"{lib}/{DEFAULT}"), np.nan)
+                                    for grp, lib in zip(g.group, g.library)])
+    return out[POINT_COLUMNS].reset_index(drop=True)
 
 
 REGIME_COLUMNS = ["run", "link_rate", *POINT_COLUMNS]
@@ -191,64 +106,176 @@ def regimes(runs: list[str | Path]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=REGIME_COLUMNS)
 
 
-HEADLINE_COLUMNS = ["claim", "study", "link_rate", "ardlab", "ci_low", "ci_high", "agreement", "library", "variant",
-                    "framework", "model", "nodes", "ranks", "allreduce_share", "groups_significant", "groups", "run"]
+HEADLINE_CLAIMS = ("tuned", "picked_best", "fastest_over_slowest_default")  # the README's rows, in order
 # The README's names for what the tables hold in their own words.
 FRAMEWORK_NAMES = {"tensorflow": "TF+Horovod", "ardlab.nn": "ardlab.nn"}
 
 
-def headline(runs: list[str | Path]) -> pd.DataFrame:
-    """The study-vs-ardlab claims of several runs (one per link rate) in one table, claim by claim: per library its
-    best variant over its default (the study's 1.2x), then the best library+algorithm over the worst library's
-    default and over the worst combination (up to 2.8x); each run's row as its own `report` wrote it
-    (tables/study_vs_ardlab.csv), with its run folder."""
+def runs_table(runs: list[str | Path], name: str) -> pd.DataFrame:
+    """A reported table of several runs in one frame, each row with its run folder and link rate."""
     frames = []
     for run in map(Path, runs):
-        t = _reported_table(run, "study_vs_ardlab")
         rate = recorded_config(run).get("link_rate") or ""
-        frames.append(t.assign(run=str(run), link_rate=t.link_rate.fillna(rate).astype(str)))
-    if not frames:
-        return pd.DataFrame(columns=HEADLINE_COLUMNS)
-    t = pd.concat(frames, ignore_index=True)
-    libraries = sorted(t.library.unique())
-    claims = [f"{lib}: its best variant over its default" for lib in libraries]
-    claims += ["best library+algorithm over the worst library's default",
-               "best library+algorithm over the worst combination"]
-    t = t[t.claim.isin(claims)].assign(order=lambda d: d.claim.map(claims.index), runs=lambda d: d.run.map(
-        [str(Path(r)) for r in runs].index))
-    return t.sort_values(["order", "runs"])[HEADLINE_COLUMNS].reset_index(drop=True)
+        frames.append(_reported_table(run, name).assign(run=str(run), link_rate=str(rate)))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def headline_markdown(t: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    """`headline`'s rows as the README shows them: claim and the study's value, link rate, ardlab's speedup with its
-    95% interval and the selection it comes from, where (framework, model, nodes x ranks a node), the Allreduce's share
-    of the default's step, and the verdict."""
+def headline(runs: list[str | Path]) -> pd.DataFrame:
+    """The pooled claims of several runs (``study_vs_ardlab`` as each run's `report` wrote it), one row per claim,
+    library, regime and run, in the README's order: per library its tuned file and its pick over its default (the
+    study's 1.2x), then the predicted fastest over the predicted slowest default (the study's up to 2.8x)."""
+    t = runs_table(runs, "study_vs_ardlab")
+    if t.empty:
+        return t
+    t = t[t.claim.isin(HEADLINE_CLAIMS)]
+    order = {"claim": {c: i for i, c in enumerate(HEADLINE_CLAIMS)},
+             "regime": {sc.ONE_PER_NODE: 0, sc.TIME_SHARED: 1, sc.ALL_GROUPS: 2},
+             "run": {str(Path(r)): i for i, r in enumerate(runs)}}
+    keys = t.assign(o_claim=t.claim.map(order["claim"]), o_regime=t.regime.map(order["regime"]).fillna(3),
+                    o_run=t.run.map(order["run"]))
+    return keys.sort_values(["o_claim", "library", "o_regime", "o_run"]).drop(
+        columns=["o_claim", "o_regime", "o_run"]).reset_index(drop=True)
+
+
+def _cell(r) -> str:
+    if np.isnan(r.speedup):
+        return ""
+    ci = f" [{r.ci_low:.2f}, {r.ci_high:.2f}]" if not np.isnan(r.ci_low) else ""
+    star = "**" if (r.ci_low > 1 or r.ci_high < 1) else ""
+    return f"{star}{r.speedup:.2f}x{ci}{star}"
+
+
+README_CLAIMS = ("tuned", "fastest_over_slowest_default")  # the README's compact table (study_headline.md)
+
+
+def _said(g: pd.DataFrame) -> str:
+    """What the runs' intervals say of one row: one verdict where the runs agree, else each run's."""
+    said = dict(zip((Path(r).name for r in g.run), g.agreement.fillna("")))
+    if len(set(said.values())) == 1:
+        return next(iter(said.values()))
+    return "; ".join(f"{run}: {a}" for run, a in said.items())
+
+
+def headline_markdown(t: pd.DataFrame, runs: list[str | Path],
+                      claims: tuple[str, ...] = HEADLINE_CLAIMS) -> tuple[list[str], list[list[str]]]:
+    """`headline`'s rows (of `claims`) as the README shows them: one row per claim, library and regime, one column
+    per run (its link rate and folder), each cell the pooled speedup with its 95% interval (bold where it excludes
+    1), a largest single group as "largest of N" with its adjusted interval; Intel MPI named with its tuning file;
+    the last column says what the intervals say against the study's value (``study_claims.agreement``)."""
     from ardlab.cluster.links import rate_text
-    from ardlab.comm.libraries import library
 
-    def selection(r) -> str:
-        if "over" in r.variant:  # across libraries: "intelmpi/tuned over intelmpi/default"
-            best, worst = (v.split("/") for v in r.variant.split(" over "))
-            name = lambda lib, alg: f"{library(lib).display} {'tuned file' if alg == TUNED else f'`{alg}`'}"
-            return f"{name(*best)} over {name(*worst)}"
-        alg = r.variant.split(": ", 1)[-1]
-        return "tuned file" if alg == TUNED else f"`{alg}`"
+    rate = t.drop_duplicates("run").set_index("run").link_rate.to_dict()
 
+    def heading(run) -> str:
+        r = rate.get(str(Path(run)))
+        return f"{rate_text(r) if r else 'one node'} ({Path(run).name})"
+
+    columns = ["claim (the study's value), regime", "groups", *map(heading, runs), "what the intervals say"]
     rows = []
-    for r in t.itertuples():
-        claim = (f"{library(r.claim.split(':')[0]).display}: best algorithm over its default" if ":" in r.claim
-                 else r.claim)
-        rows.append([f"{claim} ({'up to ' if r.study == STUDY['library'] else ''}{r.study:g}x)", rate_text(r.link_rate),
-                     f"{r.ardlab:.2f}x [{r.ci_low:.2f}, {r.ci_high:.2f}] ({selection(r)})",
-                     f"{FRAMEWORK_NAMES.get(r.framework, r.framework)} {r.model}, {r.nodes} x {r.ranks // r.nodes}",
-                     f"{r.allreduce_share:.2f}", r.agreement])
-    return ["claim (study)", "link", "ardlab", "where", "Allreduce share", "verdict"], rows
+    for (claim, lib, regime), g in t[t.claim.isin(claims)].groupby(["claim", "library", "regime"], sort=False):
+        first = g.iloc[0]
+        files = sorted({f for x in g.tuning_files if isinstance(x, str) for f in x.split(";") if f})
+        text = first.text + (f" ({', '.join(f'`{f}`' for f in files)})" if files else "")
+        study = f" ({'up to ' if claim == 'fastest_over_slowest_default' else ''}{first.study:g}x)"
+        largest = regime.startswith("largest")
+        cells = {r.run: _cell(r) + (f" in `{r.group}`" if largest and isinstance(r.group, str) else "")
+                 for r in g.itertuples()}
+        groups = "/".join(dict.fromkeys(f"{1 if largest else int(n)}" for n in g.groups))
+        rows.append([f"{text}{study}, {regime}", groups, *[cells.get(str(Path(r)), "") for r in runs], _said(g)])
+    return columns, rows
+
+
+TICKS = (0.25, 0.35, 0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.5, 2.0, 3.0, 5.0, 8.0, 12.0)
+WIDE_TICKS = (0.25, 0.5, 1.0, 1.2, 2.0, 3.0, 5.0, 8.0, 12.0)  # for an axis spanning more than 4x
+
+
+def _log_axis(axis, lo: float, hi: float) -> None:
+    """A log-scaled speedup axis with plain tick labels at TICKS within [lo, hi]."""
+    from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
+
+    ticks = [v for v in (TICKS if hi / lo < 4 else WIDE_TICKS) if lo <= v <= hi] or [1.0]
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(ScalarFormatter())
+    axis.set_minor_locator(NullLocator())
+
+
+def forest(groups_: pd.DataFrame, pooled_: pd.DataFrame, claim: str, out: Path) -> list[Path]:
+    """One claim's forest figure: per library a panel, each group's speedup with its 95% interval (run, link rate,
+    framework, model, nodes x ranks a node; time-shared groups marked), then each run's pooled estimate per regime
+    (diamonds). `groups_` and `pooled_` carry a ``run`` column (``study_groups`` and ``study_vs_ardlab`` of runs)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    g = groups_[groups_.claim == claim]
+    p = pooled_[(pooled_.claim == claim) & ~pooled_.regime.str.startswith("largest")]
+    if g.empty:
+        return []
+    libs = list(dict.fromkeys(g.library))
+    height = max(len(g[g.library == lib]) + len(p[p.library == lib]) for lib in libs)
+    fig, axes = plt.subplots(1, len(libs), figsize=(5.2 * len(libs), 0.8 + 0.22 * height), squeeze=False)
+    runs = list(dict.fromkeys(g.run))
+    for ax, lib in zip(axes[0], libs):
+        gl = g[g.library == lib].sort_values(["time_shared", "framework", "model", "run"])
+        labels, y = [], 0
+        for r in gl.itertuples():
+            colour = f"C{runs.index(r.run)}"
+            ax.errorbar([r.speedup], [y], xerr=[[max(r.speedup - r.ci_low, 0)], [max(r.ci_high - r.speedup, 0)]],
+                        fmt="s" if r.time_shared else "o", mfc="none" if r.time_shared else colour, color=colour,
+                        capsize=2, ms=4)
+            labels.append(f"{FRAMEWORK_NAMES.get(r.framework, r.framework)} {r.model} {r.nodes}x"
+                          f"{r.ranks // r.nodes}{' (time-shared)' if r.time_shared else ''}, {Path(r.run).name}")
+            y += 1
+        for r in p[p.library == lib].itertuples():
+            colour = f"C{runs.index(r.run)}" if r.run in runs else "k"
+            ax.errorbar([r.speedup], [y], xerr=[[max(r.speedup - r.ci_low, 0)], [max(r.ci_high - r.speedup, 0)]],
+                        fmt="D", color=colour, capsize=3, ms=6)
+            labels.append(f"pooled, {r.regime}, {Path(r.run).name}")
+            y += 1
+        ax.set_yticks(range(len(labels)), labels, fontsize=6)
+        ax.invert_yaxis()
+        ax.axvline(1.0, color="grey", lw=0.8)
+        study = sc.CLAIM[claim].study
+        if study:
+            ax.axvline(study, color="tab:red", ls="--", lw=0.8)
+        ax.set_xscale("log")
+        _log_axis(ax.xaxis, *ax.get_xlim())
+        ax.set_title(sc.CLAIM[claim].text.format(library=sc.display(lib)), fontsize=8)
+        ax.set_xlabel("training speedup (img/s, paired rounds), 95% interval", fontsize=7)
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"forest_{claim}.png", out / f"forest_{claim}.pdf"]
+    for path in paths:
+        fig.savefig(path, dpi=150)
+    plt.close(fig)
+    return paths
+
+
+def fit(pts: pd.DataFrame, resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Per library: a least-squares line of log(speedup) against the Allreduce share over its points (groups of every
+    run), at 50 shares from 0 to the largest, with a 95% band from a bootstrap over the points: how the effect
+    depends on the share."""
+    rows = []
+    rng = np.random.default_rng(seed)
+    for lib, g in pts.dropna(subset=["allreduce_share", "speedup"]).groupby("library"):
+        if len(g) < 3 or g.allreduce_share.nunique() < 2:
+            continue
+        x, y = g.allreduce_share.to_numpy(), np.log(g.speedup.to_numpy())
+        grid = np.linspace(0, x.max(), 50)
+        coef = np.polyfit(x, y, 1)
+        idx = rng.integers(0, len(x), size=(resamples, len(x)))
+        boot = np.array([np.polyval(np.polyfit(x[i], y[i], 1), grid) for i in idx if np.ptp(x[i]) > 0])
+        lo, hi = np.quantile(boot, [0.025, 0.975], axis=0)
+        rows += [{"library": lib, "allreduce_share": s_, "speedup": np.exp(np.polyval(coef, s_)), "ci_low": np.exp(a),
+                  "ci_high": np.exp(b)} for s_, a, b in zip(grid, lo, hi)]
+    return pd.DataFrame(rows, columns=["library", "allreduce_share", "speedup", "ci_low", "ci_high"])
 
 
 def figure(pts: pd.DataFrame, out: Path) -> list[Path]:
     """Training speedup of each selection over the default against the Allreduce share, one panel per library;
     with a ``link_rate`` column (``regimes``), each rate in its own marker, each selection and framework in its own
-    colour."""
+    colour; time-shared groups hollow; the library's fit over all its points (``fit``) as a line with its band."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -257,6 +284,7 @@ def figure(pts: pd.DataFrame, out: Path) -> list[Path]:
     if pts.empty or pts.allreduce_share.isna().all():
         return []
     libs = sorted(pts.library.unique())
+    fitted = fit(pts)
     by_rate = "link_rate" in pts
     keys = ["selection", "framework", *(["link_rate"] if by_rate else [])]
     extra = iter(EXTRA_MARKERS)
@@ -271,13 +299,24 @@ def figure(pts: pd.DataFrame, out: Path) -> list[Path]:
             hi = (g.ci_high - g.speedup).clip(lower=0).fillna(0)
             fmt = markers[rate] if rate else "o" if sel == "tuned" else "s"
             label = f"{sel}, {fw}" + (f", {rate}" if rate else "")
-            ax.errorbar(g.allreduce_share, g.speedup, yerr=[lo, hi], fmt=fmt, color=colours[(sel, fw)],
-                        capsize=3, label=label, alpha=0.8)
+            for shared, part in g.groupby(g.get("time_shared", pd.Series(False, index=g.index)).astype(bool)):
+                ax.errorbar(part.allreduce_share, part.speedup, yerr=[lo[part.index], hi[part.index]], fmt=fmt,
+                            color=colours[(sel, fw)], mfc="none" if shared else colours[(sel, fw)], capsize=3,
+                            label=label + (" (time-shared: hollow)" if shared else ""), alpha=0.8)
+        line = fitted[fitted.library == lib]
+        if len(line):
+            ax.plot(line.allreduce_share, line.speedup, color="k", lw=1, label="fit over the groups")
+            ax.fill_between(line.allreduce_share, line.ci_low, line.ci_high, color="k", alpha=0.1)
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.axhline(STUDY["algorithm"], color="tab:red", ls="--", lw=0.8, label="the study's 1.2x")
-        ax.set_title(lib)
+        files = sorted({f for x in pts[pts.library == lib].get("tuning_file", pd.Series(dtype=str))
+                        if isinstance(x, str) for f in x.split(";") if f})
+        ax.set_title(sc.display(lib) + (f"\n(under {', '.join(files)})" if files else ""), fontsize=9)
+        ax.set_yscale("log")
         ax.set_xlabel("Allreduce share of a step (the default's)")
         ax.set_xlim(left=0)
+    for ax in axes[0]:
+        _log_axis(ax.yaxis, *ax.get_ylim())
     axes[0][0].set_ylabel("training speedup over the default")
     axes[0][-1].legend(fontsize=7, loc="best")
     fig.tight_layout()
