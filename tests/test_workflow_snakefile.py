@@ -421,3 +421,45 @@ def test_a_live_runs_lock_is_not_cleared(tmp_path):
     proc = subprocess.run(unlock, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "clearing a stale Snakemake lock" in proc.stdout, proc.stdout + proc.stderr
     assert called.exists()
+
+
+def test_every_picked_algorithm_is_checked_at_its_groups_sizes():
+    """The cluster pipeline validates each algorithm a training group picked, at 2 and 4 ranks alike (no loss check
+    applies at 4), at the sizes of that group's calls, before the report is made."""
+    cfg = study.load(ROOT / "workflow" / "config" / "cluster.yaml")
+    jobs = study.jobs(cfg)
+    checks = commands.pick_checks(cfg, jobs)
+    results = Path(cfg["results"])
+    assert str(results / "picks" / "validated" / "train" / "vgg16-blocking" / "n2-r4.csv") in checks
+    assert len(checks) == len({j.group for kind in ("train", "horovod") for j in jobs[kind]})
+    job = next(j for j in jobs["train"] if (j.nodes, j.ranks, j.model) == (2, 4, "vgg16"))
+    calls = ROOT / "results" / "runs" / "cluster" / "callsizes" / "train" / "vgg16-blocking" / "n2-r4.csv"
+    c = commands.pick_check_comparison(cfg, job, "p.csv", str(calls), "out.csv")
+    assert c.picks == {lib: ["best", "worst"] for lib in cfg["libraries"]} and c.picked_from == "p.csv"
+    assert all(v.options["validate"] and (v.nodes, v.ranks) == (2, 4) for v in c.variants)
+    sizes = pd.read_csv(calls).bytes
+    assert c.variants[0].options["sizes"] == sorted(set(sizes)) and max(sizes) > 8 << 20  # VGG-16: 9 MiB
+
+
+def test_a_pick_check_validates_the_picked_algorithms_for_real(tmp_path):
+    """A group's pick check, run as the workflow runs it (the driver, real mpiexec, 2 ranks): every picked algorithm
+    of every library measured with each rank's result checked against the exact sum, at the calls' sizes."""
+    path, _ = tiny(tmp_path, train__picks=["best", "worst"])
+    cfg = study.load(path)
+    picks = tmp_path / "picks.csv"
+    pd.DataFrame({"library": ["mpich", "mpich", "openmpi", "openmpi"],
+                  "algorithm": ["ring", "recursive_doubling", "ring", "recursive_doubling"],
+                  "predicted_us_per_step": [1.0, 2.0, 1.0, 2.0], "pick": ["best", "worst", "best", "worst"]}
+                 ).to_csv(picks, index=False)
+    calls = tmp_path / "calls.csv"
+    pd.DataFrame({"bytes": [40, 4097, 1 << 20], "calls": [1, 1, 1], "calls_per_step": [1, 1, 1]}).to_csv(calls,
+                                                                                                         index=False)
+    job = study.Job("train", 0, 2, 1, "simplecnn", "blocking")
+    out = tmp_path / "check.csv"
+    cmd = commands.pick_check_command(cfg, job, str(picks), str(calls), str(out))
+    proc = subprocess.run(cmd, shell=True, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = pd.read_csv(out)
+    assert set(zip(rows.library, rows.algorithm)) == {(lib, alg) for lib in ("mpich", "openmpi")
+                                                      for alg in ("default", "ring", "recursive_doubling")}
+    assert set(rows.size_bytes) == {40, 4100, 1 << 20}  # 4097 B rounded up to whole float32 elements

@@ -148,7 +148,9 @@ def variants(c: Comparison) -> list[RunPlan]:
             if not base:
                 raise ValueError(f"comparison {c.group!r}: picks for {lib} need its default variant to copy")
             for name in names:
-                v = dataclasses.replace(base[0], algorithm=picked(c.picked_from, lib, name))
+                alg = picked(c.picked_from, lib, name)
+                v = dataclasses.replace(base[0], algorithm=alg, options=(
+                    {**base[0].options, "algorithms": [alg]} if base[0].kind == "bench" else dict(base[0].options)))
                 if v.label not in seen:
                     seen.add(v.label)
                     out.append(v)

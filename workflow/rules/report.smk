@@ -18,7 +18,8 @@ rule run_info:
 
 
 rule report:
-    input: bench=_BENCH, train=_TRAIN, info=f"{R}/run.yaml", checks=commands.tuned_checks(config, JOBS)
+    input: bench=_BENCH, train=_TRAIN, info=f"{R}/run.yaml", checks=commands.tuned_checks(config, JOBS),
+        pick_checks=commands.pick_checks(config, JOBS)
     output:
         tables=[f"{R}/tables/{t}.{ext}" for t in _TABLES for ext in ("csv", "md")],
         figures=report(directory(f"{R}/figures/measured"), patterns=["{name}.png"], category="Measured"),

@@ -2,7 +2,8 @@
 # Intel MPI ranges, MPICH JSON); the tuned-phase groups measure the one-node file beside the default and the
 # algorithms it selects (listed in the ranges table written beside it), and the training groups the file of their
 # own scale where the microbenchmark measured it. Each file a training group measures is checked at its scale
-# (tune_check: a validated Allreduce through it, on the cluster) before the report is made from that training.
+# (tune_check: a validated Allreduce through it, on the cluster) before the report is made from that training; so is
+# every algorithm a training group picked (pick_check: a validated Allreduce at the group's call sizes).
 
 
 rule tune:
@@ -21,6 +22,23 @@ rule tune_check:
     log: f"{R}/logs/{commands.TUNED_CHECKS}".replace(".csv", ".log")
     conda: "../envs/driver.yaml"
     params: cmd=lambda wc, input, output: commands.tuned_check_command(config, wc.library, wc.scale, *input, *output)
+    threads: 1
+    retries: 1  # as the measurement jobs: a launch that fails to start redoes it
+    resources: measure=1, mpi=MPI, runtime=lambda wc: commands.tuned_check_resources(config, wc.scale)["runtime"],
+        nodes=lambda wc: commands.tuned_check_resources(config, wc.scale)["nodes"],
+        tasks=lambda wc: commands.tuned_check_resources(config, wc.scale)["tasks"],
+        cpus_per_task=lambda wc: commands.tuned_check_resources(config, wc.scale)["cpus_per_task"],
+        mem_mb=lambda wc: commands.tuned_check_resources(config, wc.scale)["mem_mb"],
+    shell: "{params.cmd} >> {log} 2>&1"  # appended, as the measurement jobs' logs
+
+
+rule pick_check:
+    output: f"{R}/{commands.PICK_CHECKS}"
+    input: picks=f"{R}/{commands.PICKS}", calls=f"{R}/{commands.CALLSIZES}"
+    log: f"{R}/logs/{commands.PICK_CHECKS}".replace(".csv", ".log")
+    wildcard_constraints: kind="train|horovod"
+    conda: "../envs/driver.yaml"
+    params: cmd=lambda wc, input, output: commands.pick_check_command(config, group_job(wc), *input, *output)
     threads: 1
     retries: 1  # as the measurement jobs: a launch that fails to start redoes it
     resources: measure=1, mpi=MPI, runtime=lambda wc: commands.tuned_check_resources(config, wc.scale)["runtime"],

@@ -40,7 +40,7 @@ from pathlib import Path
 import pandas as pd
 
 from ardlab.analysis import comparisons as cmp
-from ardlab.analysis import figures, network, read, reproduce, study_claims, versus_study
+from ardlab.analysis import figures, network, read, record, reproduce, study_claims, versus_study
 from ardlab.comm.libraries import TUNED
 from ardlab.results import REPRODUCE_TABLES, save_frame, save_markdown, write_csv
 
@@ -109,6 +109,7 @@ def run_files(run: str | Path) -> tuple[list[Path], list[Path]]:
 def report(bench_files, train_files, results: str | Path, figures_dir: str | Path | None = None) -> list[Path]:
     results = Path(results)
     b, t = read.bench(bench_files), read.train(train_files)
+    record.check(results, t)
     tables = results / "tables"
     written = []
     made = analyse(b, t, versus_study.read_picks(results))

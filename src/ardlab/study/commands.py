@@ -36,6 +36,9 @@ PICKS = "picks/{kind}/{model}-{mode}/{scale}.csv"
 # (its result checked on every rank at every microbenchmark size): a tuned file that reduces wrongly there fails its
 # check, and the report, which needs every check, is not made from training that used it.
 TUNED_CHECKS = "tuned/validated/{library}-{scale}.csv"
+# ... and of a validated Allreduce of every algorithm a training group picked (best, worst), per library, at the sizes
+# that group's calls have: a forced variant's sum is proven at 4 ranks too, where no loss check applies
+PICK_CHECKS = "picks/validated/{kind}/{model}-{mode}/{scale}.csv"
 CHECK_ITERATIONS = 3  # timed calls per size in a check: each one's result is validated
 
 
@@ -204,6 +207,44 @@ def tuned_check_command(config: dict, lib: str, scale: str, tuned_path: str, out
     """The shell command of a tuned file's check: the driver, given the check's one-variant comparison."""
     comp = allreduce.comparison(tuned_check_plan(config, lib, scale, tuned_path, output), seed=config["seed"])
     return _run_command(config, comp)
+
+
+def pick_checks(config: dict, jobs: dict) -> list[str]:
+    """The checks (PICK_CHECKS) of every training group that picks algorithms: the report's inputs."""
+    return sorted({group_file(PICK_CHECKS, j, config) for kind in ("train", "horovod") for j in jobs[kind]
+                   if _picks(j, config)})
+
+
+def check_sizes(calls: str, dtype_bytes: int = 4) -> list[int]:
+    """The distinct sizes (bytes) of a group's Allreduce calls (its callsizes file), each rounded up to whole
+    float32 elements: the sizes a pick's check validates."""
+    import csv
+
+    with open(calls, newline="") as f:
+        sizes = {int(r["bytes"]) for r in csv.DictReader(f)}
+    if not sizes:
+        raise ValueError(f"{calls} lists no Allreduce call: nothing to validate the group's picks at")
+    return sorted({-(-b // dtype_bytes) * dtype_bytes for b in sizes})
+
+
+def pick_check_comparison(config: dict, job: Job, picks_path: str, calls: str, output: str) -> Comparison:
+    """A validated microbenchmark, at the group's scale and at its calls' sizes, of every algorithm the group picked
+    per library (each library's default carries the launch settings the picks copy; it is validated too): every
+    rank's result checked against the exact sum (``--validate``); a wrong one fails the job."""
+    sizes = check_sizes(calls)
+    libs = config["libraries"]
+    variants = [allreduce.run_plan(lib, ranks=job.ranks, nodes=job.nodes, sizes=sizes, algorithms=[DEFAULT],
+                                   validate=True, iterations=CHECK_ITERATIONS, skip_inapplicable=True, output=output,
+                                   **_launch(config, "microbench", lib, 1)) for lib in libs]
+    picks = _picks(job, config)
+    return Comparison(f"pick-check/{job.kind}/{job.model}-{job.mode}/{scale_name(job.ranks, job.nodes)}", variants,
+                      rounds=1, seed=config["seed"], output=output, progress=False,
+                      picks={lib: picks for lib in libs}, picked_from=picks_path)
+
+
+def pick_check_command(config: dict, job: Job, picks_path: str, calls: str, output: str) -> str:
+    """The shell command of a group's pick check: the driver, given the check's comparison."""
+    return _run_command(config, pick_check_comparison(config, job, picks_path, calls, output))
 
 
 def tuned_check_resources(config: dict, scale: str) -> dict:
