@@ -150,3 +150,24 @@ def test_the_maximum_of_unadjusted_groups_is_what_the_adjustment_guards_against(
 ])
 def test_verdicts_say_what_the_interval_supports(lo, hi, study, said):
     assert sc.agreement(lo, hi, study) == said
+
+
+def test_every_table_that_mixes_shapes_says_which_rows_time_shared_and_under_which_file():
+    """The report's tables of a simulated cluster run (both shapes, Intel MPI under its generic file): every table with
+    groups carries time_shared and mpi_tuning_file, true to the group's raw rows."""
+    from ardlab.analysis import report
+
+    t, picks = study(4)
+    t = t.assign(started_at="2026-12-04T00:00:00+00:00", final_loss=2.3)
+    made = report.analyse(pd.DataFrame(), t, picks)
+    mixed = [name for name, df in made.items() if len(df) and "group" in df and df.group.nunique() > 1]
+    assert {"training_throughput", "claims", "headline", "study_groups", "selection_vs_share"} <= set(mixed)
+    for name in mixed:
+        df = made[name]
+        assert "time_shared" in df, name
+        rows = df[df.group.isin(t.group)]
+        assert (rows.time_shared.isin([True, "yes"]) == rows.group.str.endswith("r4")).all(), name
+        if "mpi_tuning_file" in df and "library" in df:
+            intel = rows[rows.library == "intelmpi"]
+            assert set(intel.mpi_tuning_file) == {"tuning_generic_shm-ofi.dat"}, name
+            assert set(rows[rows.library == "mpich"].mpi_tuning_file) == {"builtin"}, name

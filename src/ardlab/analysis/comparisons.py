@@ -309,7 +309,7 @@ def headline(speedups: pd.DataFrame, across: pd.DataFrame, train: pd.DataFrame,
 
     def add(claim, where, r, prefix):
         rows.append({"claim": claim, "where": where, "speedup": r[prefix], "ci_low": r[f"{prefix}_ci_low"],
-                     "ci_high": r[f"{prefix}_ci_high"], "verdict": r[f"{prefix}_verdict"]})
+                     "ci_high": r[f"{prefix}_ci_high"], "verdict": r[f"{prefix}_verdict"], "group": r["group"]})
 
     def largest_significant(df, prefix):
         sig = df[df[f"{prefix}_verdict"] == FASTER]
@@ -337,7 +337,7 @@ def headline(speedups: pd.DataFrame, across: pd.DataFrame, train: pd.DataFrame,
         rows.append({"claim": f"tuned file of {r.library} against the {r.versus} (geometric mean over "
                               f"{'sizes' if r.group.startswith(TUNED_PHASE) else 'the group'})",
                      "where": r.group, "speedup": r.speedup_geomean, "ci_low": r.ci_low, "ci_high": r.ci_high,
-                     "verdict": r.verdict})
+                     "verdict": r.verdict, "group": r.group})
     for (group, fw), g in train.groupby(["group", "framework"]) if len(train) else ():
         singles = g[~g.algorithm.isin([DEFAULT, TUNED])]
         for lib, gl in singles.groupby("library"):
@@ -349,4 +349,4 @@ def headline(speedups: pd.DataFrame, across: pd.DataFrame, train: pd.DataFrame,
         add(f"training, {fw}: best library+algorithm over the worst (chosen after the data from {len(g)} variants, "
             "interval not adjusted)",
             f"{best.library}/{best.algorithm} over {best.worst}, {group}", best, "speedup_vs_worst")
-    return pd.DataFrame(rows, columns=["claim", "where", "speedup", "ci_low", "ci_high", "verdict"])
+    return pd.DataFrame(rows, columns=["claim", "where", "speedup", "ci_low", "ci_high", "verdict", "group"])

@@ -20,6 +20,8 @@ between variants measured in the same paired, interleaved rounds, with 95% inter
 - headline: a run's largest numbers (largest significant speedups over the default and across libraries, tuned
   files, training), each with its interval and verdict, each labelled as chosen after the data (not adjusted);
 - claims: every comparison with its interval and verdict (``ardlab report --compare`` matches them across runs);
+- every table with a group also says whether that group's ranks time-shared cores and which tuning file each
+  library loaded (``marks``: columns time_shared, mpi_tuning_file);
 - network_bound / network_traffic (runs on several nodes): each library's best Allreduce against the link's
   bandwidth bound, and every algorithm's bytes on the wire against its traffic model (``network``).
 
@@ -40,7 +42,7 @@ from pathlib import Path
 import pandas as pd
 
 from ardlab.analysis import comparisons as cmp
-from ardlab.analysis import figures, network, read, record, reproduce, study_claims, versus_study
+from ardlab.analysis import figures, marks, network, read, record, reproduce, study_claims, versus_study
 from ardlab.comm.libraries import TUNED
 from ardlab.results import REPRODUCE_TABLES, save_frame, save_markdown, write_csv
 
@@ -85,7 +87,8 @@ def analyse(b: pd.DataFrame, t: pd.DataFrame, picks: dict | None = None) -> dict
            "network_traffic": network.traffic(b) if len(b) else pd.DataFrame(),
            "study_vs_ardlab": versus_study.table(rounds), "study_groups": groups, "study_rounds": rounds,
            "selection_vs_share": versus_study.points(rounds, t)}
-    return out
+    m = marks.marks(b, t_all)
+    return {name: df if name in STUDY_TABLES else marks.mark(df, m) for name, df in out.items()}
 
 
 def _with_check(train: pd.DataFrame, check: pd.DataFrame, t_all: pd.DataFrame) -> pd.DataFrame:

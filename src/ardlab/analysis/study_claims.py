@@ -70,7 +70,7 @@ ROUND_COLUMNS = ["claim", "library", "group", "framework", "model", "nodes", "ra
 GROUP_COLUMNS = ["claim", "library", "group", "framework", "model", "nodes", "ranks", "time_shared", "link_rate",
                  "tuning_file", "variant", "baseline", "rounds", "speedup", "ci_low", "ci_high", "verdict"]
 POOLED_COLUMNS = ["claim", "text", "library", "regime", "study", "groups", "groups_faster", "groups_slower", "speedup",
-                  "ci_low", "ci_high", "agreement", "largest_of", "group", "tuning_files"]
+                  "ci_low", "ci_high", "agreement", "largest_of", "group", "time_shared", "tuning_files"]
 ALL_GROUPS, ONE_PER_NODE, TIME_SHARED = "all groups", "1 rank a node", "ranks time-share the cores"
 
 
@@ -224,6 +224,7 @@ def pooled(r: pd.DataFrame) -> pd.DataFrame:
                          "groups": len(part), "groups_faster": sum(e[1] > 1 for e in each),
                          "groups_slower": sum(e[2] < 1 for e in each), "speedup": sp, "ci_low": lo, "ci_high": hi,
                          "agreement": agreement(lo, hi, claim.study), "largest_of": np.nan, "group": "",
+                         "time_shared": {ONE_PER_NODE: "no", TIME_SHARED: "yes"}.get(regime, "some groups"),
                          "tuning_files": ";".join(files)})
         if claim.study is not None:
             key, ratios = max(members, key=lambda m: np.mean(np.log(m[1])))
@@ -231,5 +232,6 @@ def pooled(r: pd.DataFrame) -> pd.DataFrame:
             rows.append({"claim": ck, "text": text, "library": lib, "regime": f"largest of {len(members)}",
                          "study": claim.study, "groups": 1, "groups_faster": np.nan, "groups_slower": np.nan,
                          "speedup": sp, "ci_low": lo, "ci_high": hi, "agreement": agreement(lo, hi, claim.study),
-                         "largest_of": len(members), "group": key["group"], "tuning_files": key["tuning_file"]})
+                         "largest_of": len(members), "group": key["group"],
+                         "time_shared": "yes" if key["time_shared"] else "no", "tuning_files": key["tuning_file"]})
     return pd.DataFrame(rows, columns=POOLED_COLUMNS)
