@@ -3,7 +3,8 @@ and with library settings against none.
 
     ardlab cluster up --nodes 4 --rate 250mbit && eval "$(ardlab cluster env)"
     .envs/tools/bin/python -m ardlab.bench.link_queue [--queues 1ms,30ms] [--sizes 1M,4M] [--rounds 3]
-        [--settings "OMPI_MCA_btl_tcp_links=2;..."] [--output results/benchmarks/cluster_link_queue.csv]
+        [--settings "OMPI_MCA_btl_tcp_links=2;..."] [--ranks-per-node 2] [--algorithms default,ring]
+        [--output results/benchmarks/cluster_link_queue.csv]
 
 Why: on 4 nodes the Rabenseifner family takes 1.3-2x the wire time at 4 MiB where a ring takes 1.02-1.05x, at
 1 Gbit/s and at 250 Mbit/s alike (so not the shared cores), and tbf drops packets on the links meanwhile. A
@@ -49,6 +50,40 @@ def _retransmits(hosts: list[str]) -> int:
     return total
 
 
+def paired_ratios(rounds, numerator: str, denominator: str):
+    """Per library, size, queue and settings: `numerator`'s time over `denominator`'s (the geometric mean of the
+    per-round ratios, each round's two measured back to back, with its bootstrap interval over rounds), beside the
+    ratio of the bytes each sent per call and each one's drops and retransmitted segments per call (medians over
+    rounds): how much of a time ratio the bytes explain, and how much the link's losses add."""
+    import numpy as np
+    import pandas as pd
+
+    from ardlab.stats import speedup_ci, verdict
+
+    keys = ["library", "size_bytes", "queue", "settings"]
+    out = []
+    for key, g in rounds.groupby(keys, sort=True):
+        piv = g.pivot_table(index="round", columns="algorithm", aggfunc="first",
+                            values=["avg_us", "net_tx_bytes_per_call", "drops_per_call", "retransmits_per_call"])
+        if numerator not in piv["avg_us"] or denominator not in piv["avg_us"]:
+            continue
+        t = piv["avg_us"]
+        ratio, lo, hi = speedup_ci(t[numerator].to_numpy(), t[denominator].to_numpy())
+        nbytes = pd.to_numeric(piv["net_tx_bytes_per_call"][numerator], errors="coerce")
+        dbytes = pd.to_numeric(piv["net_tx_bytes_per_call"][denominator], errors="coerce")
+        files = ";".join(sorted(set(g.mpi_tuning_file.fillna("").astype(str)) - {""}))
+        out.append({**dict(zip(keys, key)), "mpi_tuning_file": files, "rounds": int(t[[numerator, denominator]].notna()
+                    .all(axis=1).sum()), f"{numerator}_us": float(t[numerator].median()),
+                    f"{denominator}_us": float(t[denominator].median()), "time_ratio": ratio, "ci_low": lo,
+                    "ci_high": hi, "verdict": verdict(lo, hi), "bytes_ratio": float(np.nanmedian(nbytes / dbytes)),
+                    "time_over_bytes_ratio": ratio / float(np.nanmedian(nbytes / dbytes)),
+                    f"{numerator}_drops_per_call": float(piv["drops_per_call"][numerator].median()),
+                    f"{denominator}_drops_per_call": float(piv["drops_per_call"][denominator].median()),
+                    f"{numerator}_retransmits_per_call": float(piv["retransmits_per_call"][numerator].median()),
+                    f"{denominator}_retransmits_per_call": float(piv["retransmits_per_call"][denominator].median())})
+    return pd.DataFrame(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--queues", default="1ms,30ms", help="tbf latency settings to compare (the first: the cluster's)")
@@ -56,9 +91,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--libraries", default="mpich,openmpi")
     p.add_argument("--sizes", default="1M,4M")
     p.add_argument("--iterations", type=int, default=10)
+    p.add_argument("--ranks-per-node", type=int, default=1,
+                   help="ranks on each node (2 on this machine's 2-core nodes: the ranks time-share the cores)")
+    p.add_argument("--launch-per-algorithm", action="store_true",
+                   help="one launch per algorithm (each row's drops and retransmissions are then its own)")
+    p.add_argument("--algorithms", default=None,
+                   help="the algorithms to run for every library (default: each library's ring and Rabenseifner, "
+                        "native and ours)")
+    p.add_argument("--ratio", default=None, metavar="NUMERATOR/DENOMINATOR",
+                   help="also write the paired time ratio of two of the algorithms per size, queue and settings, with "
+                        "the bytes ratio and losses beside it (OUTPUT_ratio.csv/.md); with --summarize ROUNDS.csv, "
+                        "only that, from rows written before")
+    p.add_argument("--summarize", default=None, metavar="ROUNDS_CSV", help="see --ratio")
     add_round_arguments(p, 3)
     a = p.parse_args(argv)
     import pandas as pd
+
+    if a.ratio and a.ratio.count("/") != 1:
+        raise SystemExit(f"--ratio: {a.ratio!r} is not NUMERATOR/DENOMINATOR (e.g. default/rabenseifner)")
+    if a.summarize:
+        if not a.ratio:
+            raise SystemExit("--summarize needs --ratio NUMERATOR/DENOMINATOR")
+        table = paired_ratios(pd.read_csv(a.summarize, keep_default_na=False, na_values=[""]), *a.ratio.split("/"))
+        print(table.to_string(index=False))
+        save_rows(table.to_dict("records"), a.output)
+        return 0
 
     from ardlab.bench.sizes import parse_sizes
     from ardlab.cluster import Cluster, default_state
@@ -72,6 +129,15 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [lib for lib in libs if lib not in LIBRARIES]
     if unknown:
         raise SystemExit(f"--libraries: {', '.join(unknown)} not among {', '.join(LIBRARIES)}")
+    if a.ranks_per_node < 1:
+        raise SystemExit(f"--ranks-per-node must be at least 1, got {a.ranks_per_node}")
+    ranks = c.nodes * a.ranks_per_node
+    algs = {lib: a.algorithms or algorithms(lib) for lib in libs}
+    for lib in libs:
+        bad = [n for n in algs[lib].split(",") if n != "default" and n not in LIBRARIES[lib].algorithms]
+        if bad:
+            raise SystemExit(f"--algorithms: {', '.join(bad)} not an algorithm of {lib} "
+                             f"(valid: default, {', '.join(LIBRARIES[lib].algorithms)})")
     queues, sizes = a.queues.split(","), parse_sizes(a.sizes)
     settings = {"none": {}}
     for text in filter(None, a.settings.split(";")):
@@ -83,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, **c.env()}
     ardlab = Path(sys.executable).with_name("ardlab")
     rng, rows = random.Random(a.seed), []
-    print(f"{c.nodes} nodes x 1 rank at {c.rate}; tbf queue {' vs '.join(queues)}; {a.rounds} interleaved rounds")
+    print(f"{c.nodes} nodes x {a.ranks_per_node} rank(s) at {c.rate}; tbf queue {' vs '.join(queues)}; "
+          f"settings {' vs '.join(settings)}; {a.rounds} interleaved rounds")
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for r in range(a.rounds):
@@ -91,23 +158,26 @@ def main(argv: list[str] | None = None) -> int:
                 rng.shuffle(order)
                 for q, setting in order:
                     shape_links(c.hosts, c.rate, q)
-                    for lib in libs:
+                    for lib, names in [(lib, names) for lib in libs for names in (
+                            algs[lib].split(",") if a.launch_per_algorithm else [algs[lib]])]:
                         d0, t0 = drops(c.hosts), _retransmits(c.hosts)
                         out = Path(tmp) / f"{lib}-{q}-{len(rows)}.csv"
                         proc = subprocess.run(
                             [str(ardlab), "bench", "allreduce", "--library", lib, "--launcher", "srun", "--nodes",
-                             str(c.nodes), "--ranks", str(c.nodes), "--algorithm", algorithms(lib), "--sizes",
+                             str(c.nodes), "--ranks", str(ranks), "--algorithm", names, "--sizes",
                              a.sizes, "--iterations", str(a.iterations), "--output", str(out), "--no-progress"],
                             env={**env, **settings[setting]}, capture_output=True, text=True)
                         if proc.returncode != 0:
                             raise RuntimeError(f"{lib} with the queue at {q}, settings {setting}, failed:\n"
                                                f"{proc.stderr[-2000:]}")
-                        calls = a.iterations * len(sizes) * len(algorithms(lib).split(","))
+                        calls = a.iterations * len(sizes) * len(names.split(","))
                         dropped, retrans = drops(c.hosts) - d0, _retransmits(c.hosts) - t0
                         for row in pd.read_csv(out).itertuples():
                             wire = allreduce_wire_us(c.nodes, row.size_bytes, c.rate)
                             rows.append({"round": r, "queue": q, "settings": setting, "nodes": c.nodes,
-                                         "link_rate": c.rate,
+                                         "ranks": ranks, "link_rate": c.rate,
+                                         "mpi_tuning_file": getattr(row, "mpi_tuning_file", ""),
+                                         "net_tx_bytes_per_call": getattr(row, "net_tx_bytes_per_call", ""),
                                          "library": lib, "algorithm": row.algorithm, "size_bytes": row.size_bytes,
                                          "avg_us": row.avg_us, "over_wire": row.avg_us / wire,
                                          "drops_per_call": dropped / calls, "retransmits_per_call": retrans / calls})
@@ -118,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     df["variant"] = [label[(q, name)] for q, name in zip(df.queue, df.settings)]
     summary = []
     for (lib, alg, size), g in df.groupby(["library", "algorithm", "size_bytes"]):
-        row = {"library": lib, "algorithm": alg, "size_bytes": size, "nodes": c.nodes, "link_rate": c.rate,
-               "rounds": a.rounds}
+        row = {"library": lib, "algorithm": alg, "size_bytes": size, "nodes": c.nodes, "ranks": ranks,
+               "link_rate": c.rate, "rounds": a.rounds}
         for v in label.values():
             gv = g[g.variant == v]
             row[f"over_wire_{v}"] = statistics.median(gv.over_wire)
@@ -135,6 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     save_rows(summary, a.output)
     if a.output:
         save_rows(rows, Path(a.output).with_name(Path(a.output).stem + "_rounds.csv"))
+    if a.ratio:
+        table = paired_ratios(df, *a.ratio.split("/"))
+        print(table.to_string(index=False))
+        if a.output:
+            save_rows(table.to_dict("records"), Path(a.output).with_name(Path(a.output).stem + "_ratio.csv"))
     return 0
 
 
