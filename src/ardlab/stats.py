@@ -84,15 +84,18 @@ def _bootstrap_bounds(point: float, draws: np.ndarray, confidence: float, n: int
     return float(min(lo, point)), float(max(hi, point))
 
 
+def _paired(baseline, variant) -> tuple[np.ndarray, float]:
+    """(per-round log ratios, their geometric-mean ratio; NaN without rounds) of paired rounds."""
+    r = log_ratios(baseline, variant)
+    return r, float(np.exp(r.mean())) if len(r) else np.nan
+
+
 def speedup_ci(baseline, variant, confidence: float = CONFIDENCE, resamples: int = BOOTSTRAP,
                seed: int = 0) -> tuple[float, float, float]:
     """(speedup, lower, upper): the geometric mean of the per-round ratios baseline / variant over paired rounds,
-    with a paired percentile bootstrap interval over rounds (NaN with fewer than MIN_ROUNDS rounds). `baseline` and
-    `variant` are aligned by round. Times (lower is better); for rates (img/s) pass them the other way round."""
-    r = log_ratios(baseline, variant)
-    if len(r) == 0:
-        return (np.nan,) * 3
-    point = float(np.exp(r.mean()))
+    with an expanded percentile bootstrap interval over rounds (NaN with fewer than MIN_ROUNDS rounds). `baseline`
+    and `variant` are aligned by round. Times (lower is better); for rates (img/s) pass them the other way round."""
+    r, point = _paired(baseline, variant)
     if len(r) < MIN_ROUNDS:
         return point, np.nan, np.nan
     idx = np.random.default_rng(seed).integers(0, len(r), size=(resamples, len(r)))
@@ -132,10 +135,7 @@ def max_adjusted_ci(baseline, variant, n: int, confidence: float = CONFIDENCE) -
     MIN_ROUNDS rounds)."""
     if n < 1:
         raise ValueError(f"the number of comparisons a maximum was chosen from must be at least 1, got {n}")
-    r = log_ratios(baseline, variant)
-    if len(r) == 0:
-        return (np.nan,) * 3
-    point = float(np.exp(r.mean()))
+    r, point = _paired(baseline, variant)
     if len(r) < MIN_ROUNDS:
         return point, np.nan, np.nan
     half = stats.t.ppf(1 - (1 - confidence) / (2 * n), len(r) - 1) * r.std(ddof=1) / np.sqrt(len(r))
