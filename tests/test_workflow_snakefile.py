@@ -371,6 +371,14 @@ def test_tiny_study_across_nodes_with_srun(tmp_path, two_nodes):
         # its tuned file, checked at its scale: every rank's result validated at every size
         check = pd.read_csv(results / "tuned" / "validated" / f"{lib}-n2-r2.csv")
         assert (check.nodes == 2).all() and set(check.size_bytes) == {4, 64, 1024, 16384, 262144, 1 << 20}
+    # every picked algorithm validated across the nodes at the sizes of the group's calls
+    validated = pd.read_csv(results / "validated" / "picks" / "train" / group / "n2-r2.csv")
+    assert (validated.nodes == 2).all()
+    sizes = {-(-b // 4) * 4 for b in calls.bytes}
+    for lib, g in validated.groupby("library"):
+        mine = picked[picked.library == lib]
+        assert set(g.algorithm) == {"default"} | set(mine.loc[mine.pick != "", "algorithm"]), lib
+        assert set(g.size_bytes) <= sizes and len(set(g.size_bytes)) >= 1, lib
 
 
 @pytest.mark.slow
@@ -430,7 +438,7 @@ def test_every_picked_algorithm_is_checked_at_its_groups_sizes():
     jobs = study.jobs(cfg)
     checks = commands.pick_checks(cfg, jobs)
     results = Path(cfg["results"])
-    assert str(results / "picks" / "validated" / "train" / "vgg16-blocking" / "n2-r4.csv") in checks
+    assert str(results / "validated" / "picks" / "train" / "vgg16-blocking" / "n2-r4.csv") in checks
     assert len(checks) == len({j.group for kind in ("train", "horovod") for j in jobs[kind]})
     job = next(j for j in jobs["train"] if (j.nodes, j.ranks, j.model) == (2, 4, "vgg16"))
     calls = ROOT / "results" / "runs" / "cluster" / "callsizes" / "train" / "vgg16-blocking" / "n2-r4.csv"

@@ -38,7 +38,7 @@ PICKS = "picks/{kind}/{model}-{mode}/{scale}.csv"
 TUNED_CHECKS = "tuned/validated/{library}-{scale}.csv"
 # ... and of a validated Allreduce of every algorithm a training group picked (best, worst), per library, at the sizes
 # that group's calls have: a forced variant's sum is proven at 4 ranks too, where no loss check applies
-PICK_CHECKS = "picks/validated/{kind}/{model}-{mode}/{scale}.csv"
+PICK_CHECKS = "validated/picks/{kind}/{model}-{mode}/{scale}.csv"  # not under picks/: read_picks reads that
 CHECK_ITERATIONS = 3  # timed calls per size in a check: each one's result is validated
 
 
