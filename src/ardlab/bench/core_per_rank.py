@@ -71,9 +71,10 @@ def namespaces_work() -> str | None:
 
 
 def train_rounds(tools: Path, env: dict, out: Path, *, launcher: str, nodes: int, ranks: int, rounds: int,
-                 steps: int, seed: int) -> list[Path]:
+                 steps: int, seed: int, batch: int = 16) -> list[Path]:
     """AlexNet (ardlab.nn) under every file x algorithm, one launch each, in a shuffled order per round."""
     rng, written = random.Random(seed), []
+    out.mkdir(parents=True, exist_ok=True)
     variants = [(f, a) for f in FILES for a in ALGORITHMS]
     tdir = tuning_dir()
     for r in range(rounds):
@@ -82,7 +83,8 @@ def train_rounds(tools: Path, env: dict, out: Path, *, launcher: str, nodes: int
         for pos, (fname, alg) in enumerate(order):
             path = out / f"train-round{r}-{fname}-{alg}.csv"
             argv = [str(tools / "ardlab"), "train", "--library", "intelmpi", "--launcher", launcher, "--ranks",
-                    str(ranks), "--model", "alexnet", "--steps", str(steps), "--algorithm", alg, "--output",
+                    str(ranks), "--model", "alexnet", "--steps", str(steps), "--batch-per-rank", str(batch),
+                    "--algorithm", alg, "--output",
                     str(path), "--no-progress", *(["--nodes", str(nodes)] if launcher == "srun" else [])]
             proc = subprocess.run(argv, env={**env, "I_MPI_TUNING_BIN": str(tdir / FILES[fname])},
                                   capture_output=True, text=True)
