@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from ardlab.analysis.study_claims import ACROSS, BEST, WORST
+from ardlab.analysis.study_claims import ACROSS, BEST, WORST, roles
 from ardlab.comm.libraries import DEFAULT, LIBRARIES, TUNED
 from ardlab.stats import FASTER, SAME, SLOWER, TOO_FEW, geomean_speedup_ci, median_ci, speedup_ci, verdict
 
@@ -257,8 +257,8 @@ CLAIM_COLUMNS = [*CLAIM_KEYS, "selected", "speedup", "ci_low", "ci_high", "verdi
 def _roles(picks: dict, group: str, library: str, algorithm: str) -> list[str]:
     """The names a trained variant is claimed under: the pipeline's role where it has one (its pick, whichever
     algorithm that was in this run: a replication compares the pipeline's choices), else the algorithm."""
-    lp = picks.get(group, {}).get(library, {})
-    return [name for label, name in (("best", BEST), ("worst", WORST)) if lp.get(label) == algorithm] or [algorithm]
+    picked = roles(picks.get(group, {}), library)
+    return [role for role in (BEST, WORST) if picked.get(role) == algorithm] or [algorithm]
 
 
 def claims(speedups: pd.DataFrame, across: pd.DataFrame, train: pd.DataFrame, tu: pd.DataFrame,

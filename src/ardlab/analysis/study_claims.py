@@ -93,7 +93,7 @@ def agreement(lo: float, hi: float, study: float | None) -> str:
     return "not significant" + (f", and excludes the study's {study:g}x" if study is not None else "")
 
 
-def _roles(group_picks: dict, library: str) -> dict[str, str]:
+def roles(group_picks: dict, library: str) -> dict[str, str]:
     """role -> algorithm of one library in one group: its default, tuned file and the pipeline's picks."""
     lp = group_picks.get(library, {})
     roles = {DEFAULT: DEFAULT, TUNED: TUNED}
@@ -154,7 +154,7 @@ def rounds(t: pd.DataFrame, picks: dict | None = None) -> pd.DataFrame:
             if claim.variant == FASTEST:
                 continue
             for lib in libraries:
-                role = _roles(gp, lib)
+                role = roles(gp, lib)
                 if claim.variant in role:
                     add(claim, lib, f"{lib}/{role[claim.variant]}", f"{lib}/{DEFAULT}")
         predicted = {v: p for v, p in _predicted(gp, libraries).items() if v in piv}
