@@ -23,8 +23,8 @@ def expected(config: dict) -> dict[str, dict[str, int]]:
     if train.get("batch_per_rank") is not None and train.get("steps") is not None:
         out["ardlab.nn"] = {"batch_per_rank": int(train["batch_per_rank"]), "steps": int(train["steps"])}
     if all(hvd.get(k) is not None for k in ("batch_per_rank", "warmup_batches", "iterations", "batches_per_iter")):
-        out["tensorflow"] = {"batch_per_rank": int(hvd["batch_per_rank"]),
-                             "steps": int(hvd["warmup_batches"]) + int(hvd["iterations"]) * int(hvd["batches_per_iter"])}
+        steps = int(hvd["warmup_batches"]) + int(hvd["iterations"]) * int(hvd["batches_per_iter"])
+        out["tensorflow"] = {"batch_per_rank": int(hvd["batch_per_rank"]), "steps": steps}
     return out
 
 

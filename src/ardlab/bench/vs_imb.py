@@ -17,9 +17,9 @@ MPI_Init) unless the tool says otherwise.
 
 Rounds: every (library, algorithm) block once per round in a seeded shuffled order, its tools next to each other
 in a shuffled order too (ardlab.rounds), one launch each. Per (library, algorithm, size) it prints each tool's
-median time and each tool's time over the reference's (IMB, or `c` for Open MPI): the ratio of medians over the
-paired rounds with a 95% bootstrap interval (ardlab.stats.speedup_ci), and whether `c` agrees with IMB
-within 10% (`agreement`). Noisy machine: only ratios measured in this one run mean anything.
+median time and each tool's time over the reference's (IMB, or `c` for Open MPI): the paired ratio (the
+geometric mean of the per-round ratios) with a 95% bootstrap interval over rounds (ardlab.stats.speedup_ci), and
+whether `c` agrees with IMB within 10% (`agreement`). Noisy machine: only ratios measured in this one run mean anything.
 
 The machine's windows: before and after every launch the cache-line round trip between the ranks' two CPUs is
 measured (ardlab.bench.corelatency; `--probe-cpus`), and the same ratios are made again over the rounds in which
@@ -263,9 +263,9 @@ def pooled_rounds(runs: list) -> "pd.DataFrame":
 
 def summarize(rows: list[dict]) -> list[dict]:
     """Per (library, algorithm, size): each tool's median time, and each tool's time over the reference's (IMB where
-    the library has it, else ardlab's `c`) as the ratio of medians over paired rounds with its 95% bootstrap
-    interval (ardlab.stats.speedup_ci); `agreement` says whether ardlab's `c` is within AGREE of IMB. Where the rows
-    carry the cache-line probe, the same ratios again over the rounds in which both launches ran in a fast window
+    the library has it, else ardlab's `c`) as the paired ratio (the geometric mean of the per-round ratios) with its
+    95% bootstrap interval (ardlab.stats.speedup_ci); `agreement` says whether ardlab's `c` is within AGREE of IMB.
+    Where the rows carry the cache-line probe, the same ratios again over the rounds in which both launches ran in a fast window
     (`*_fast`; `rounds_fast` counts those of IMB and `c`) and in a slow one (`*_slow`): the machine's windows
     (ardlab.bench.corelatency) told apart from the tools."""
     import pandas as pd
@@ -305,7 +305,8 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 def ratios(g, reference: str | None, tools=None) -> dict:
     """Each tool's time over the reference's in the paired rounds of `g` (one column a tool, one row a round):
-    ratio of medians and 95% bootstrap interval (ardlab.stats.speedup_ci: rounds missing either dropped)."""
+    the geometric mean of the per-round ratios and its 95% bootstrap interval (ardlab.stats.speedup_ci: rounds
+    missing either dropped)."""
     from ardlab.stats import speedup_ci
 
     out = {}
@@ -319,7 +320,7 @@ def ratios(g, reference: str | None, tools=None) -> dict:
 
 
 def agreement(ratio: float, lo: float, hi: float) -> str:
-    """"within 10%" where the ratio of medians is within AGREE of 1; "differs" where, besides, its whole interval
+    """"within 10%" where the paired ratio is within AGREE of 1; "differs" where, besides, its whole interval
     lies outside that band (a measured difference); "not resolved" where the ratio is outside but the interval
     reaches into the band (the rounds' spread hides whether the tools differ)."""
     import math
