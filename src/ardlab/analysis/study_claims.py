@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ardlab.comm.libraries import DEFAULT, TUNED
+from ardlab.comm.libraries import DEFAULT, LIBRARIES, TUNED, library as library_of
 from ardlab.stats import max_adjusted_ci, pooled_speedup_ci, speedup_ci, verdict
 
 STUDY_ALGORITHM, STUDY_LIBRARY = 1.2, 2.8  # the study's two numbers
@@ -191,9 +191,7 @@ def regime_of(shared: bool) -> str:
 
 def display(library: str) -> str:
     """A library's display name (MPICH, Open MPI, Intel MPI); other labels as they are."""
-    from ardlab.comm.libraries import LIBRARIES, library as lib_of
-
-    return lib_of(library).display if library in LIBRARIES else library
+    return library_of(library).display if library in LIBRARIES else library
 
 
 def pooled(r: pd.DataFrame) -> pd.DataFrame:
