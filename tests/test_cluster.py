@@ -388,6 +388,53 @@ def test_snakemake_checks_a_running_job_within_the_ceiling(four_nodes, tmp_path)
     assert max(plain) > 20, (capped, plain)
 
 
+# A link that drops: tbf with a queue of about 6 full-size segments (limit 10 kB) at 50 Mbit/s, on both ends of every
+# link; any burst longer than that is dropped and TCP resends it. No netem here, so this is how losses are forced.
+LOSSY = ["tbf", "rate", "50mbit", "burst", "10kb", "limit", "10kb"]
+
+
+def _lossy_links(c, lossy: bool) -> None:
+    """Every link of `c` lossy, or back as the cluster made it (unlimited: no qdisc)."""
+    for prefix, dev in network.links(c.hosts):
+        if lossy:
+            network.sh(*prefix, "tc", "qdisc", "replace", "dev", dev, "root", *LOSSY)
+        else:
+            network.sh(*prefix, "tc", "qdisc", "del", "dev", dev, "root", check=False)
+
+
+def _run_rows(kind: str, c, tmp_path: Path, name: str) -> pd.DataFrame:
+    out = tmp_path / f"{name}.csv"
+    if kind == "bench":
+        argv = ["bench", "allreduce", "--library", "mpich", "--algorithm", "ring", "--sizes", "256K",
+                "--iterations", 10, "--warmup", 2]
+    else:
+        argv = ["train", "--library", "mpich", "--model", "simplecnn", "--dataset", "digits", "--steps", 3,
+                "--batch-per-rank", 8]
+    argv += ["--launcher", "srun", "--nodes", 2, "--ranks", 2, "--no-progress", "--output", out]
+    proc = subprocess.run([sys.executable, "-m", "ardlab.cli", *map(str, argv)], capture_output=True, text=True,
+                          env={**os.environ, **c.env()}, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return pd.read_csv(out, keep_default_na=False, na_values=[""])
+
+
+@pytest.mark.parametrize("kind, column", [("bench", "tcp_retransmitted_segments_per_call"),
+                                          ("train", "tcp_retransmitted_segments_per_step")])
+def test_forced_losses_are_counted_in_the_rows(four_nodes, tmp_path, kind, column):
+    """Every row across nodes records the segments TCP resent while it was measured (both nodes' counters): on the
+    cluster's own links few or none, on links forced to drop many more. On one node the column is empty."""
+    assert network.links(four_nodes.hosts) and four_nodes.rate is None  # the fixture's links are unlimited
+    clean = _run_rows(kind, four_nodes, tmp_path, "clean")
+    _lossy_links(four_nodes, True)
+    try:
+        lossy = _run_rows(kind, four_nodes, tmp_path, "lossy")
+    finally:
+        _lossy_links(four_nodes, False)
+    assert (clean.nodes == 2).all() and (lossy.nodes == 2).all()
+    assert clean[column].notna().all() and (clean[column] >= 0).all(), clean[column]
+    assert (lossy[column] > 0).all(), lossy[column]
+    assert lossy[column].min() > 3 * clean[column].max() + 0.1, (clean[column], lossy[column])
+
+
 def test_crashes_recovered_and_cleaned_up(four_nodes):
     # The module's last test. A dead slurmctld: `up` of the same shape starts afresh (nodes idle again). A lost
     # state file: `down` still finds every namespace, link and process by their names and namespaces.

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ardlab.plan import RunPlan
-from ardlab.results import BENCH_COLUMNS, TRAIN_COLUMNS, write_csv
+from ardlab.results import BENCH_COLUMNS, TRAIN_COLUMNS, TRAIN_LOSS_COLUMNS, write_csv
 
 # What rank 0 prints of a training summary row.
 SHOWN = {
@@ -45,7 +45,7 @@ def execute(plan: RunPlan) -> list[dict] | None:
     where = placement(plan.threads or 1)
     if plan.kind == "bench":
         return _bench(plan, where)
-    train = _train if plan.kind == "train" else _train_tf
+    train = _counted(_train if plan.kind == "train" else _train_tf, int(where["nodes"]))
     if plan.switch:
         rows = _switched(plan, train)
     else:
@@ -89,10 +89,33 @@ def _switched(plan: RunPlan, train) -> list:
     return rows
 
 
+def _counted(train, nodes: int):
+    """`train` with TCP's losses on every node counted around it (ardlab.comm.traffic.LossCounter, on COMM_WORLD,
+    whatever communicator the run trains on) and written into its row per step run; nothing counted on one node."""
+    from mpi4py import MPI
+
+    from ardlab.comm.traffic import LossCounter, loss_fields, node_leader
+
+    world = MPI.COMM_WORLD
+    leader = node_leader(world)
+
+    def counted(plan: RunPlan, comm, label: str | None) -> dict | None:
+        losses = LossCounter(world, leader).start() if nodes > 1 else None
+        row = train(plan, comm, label)
+        lost = losses.stop() if losses else None
+        if row is not None:
+            row.update(loss_fields(lost, int(row["steps"]), TRAIN_LOSS_COLUMNS))
+        return row
+
+    return counted
+
+
 def placement(threads: int) -> dict:
     """Where this job's ranks run (collective): its nodes (distinct processor names), the threads per core of
-    the busiest machine (machines told apart by /etc/machine-id: the emulated cluster's nodes share one), the
-    emulated cluster's link rate, the tuning file the MPI library loaded and its thread level (ardlab.comm.startup)."""
+    the busiest machine (its ranks' threads over the cores their affinity masks allow, together: a launch confined
+    to fewer cores than the machine has is time-shared on those; machines told apart by /etc/machine-id: the
+    emulated cluster's nodes share one), the emulated cluster's link rate, the tuning file the MPI library loaded
+    and its thread level (ardlab.comm.startup)."""
     from ardlab.cluster.links import link_rate
     from ardlab.comm import startup
 
@@ -103,10 +126,13 @@ def placement(threads: int) -> dict:
         machine = Path("/etc/machine-id").read_text().strip()
     except OSError:
         machine = MPI.Get_processor_name()
-    ranks = MPI.COMM_WORLD.allgather((MPI.Get_processor_name(), machine, os.cpu_count() or 1, threads))
-    load: dict[str, float] = {}
-    for _, m, cores, t in ranks:
-        load[m] = load.get(m, 0.0) + t / cores
+    ranks = MPI.COMM_WORLD.allgather((MPI.Get_processor_name(), machine, sorted(os.sched_getaffinity(0)), threads))
+    cores: dict[str, set[int]] = {}
+    threads_on: dict[str, int] = {}
+    for _, m, mask, t in ranks:
+        cores.setdefault(m, set()).update(mask)
+        threads_on[m] = threads_on.get(m, 0) + t
+    load = {m: threads_on[m] / len(cores[m]) for m in cores}
     return {"nodes": len({r[0] for r in ranks}), "threads_per_core": f"{max(load.values()):.2f}",
             "link_rate": link_rate(), "mpi_tuning_file": tuning_file, "mpi_thread_level": startup.thread_level()}
 

@@ -39,44 +39,57 @@ STARTUP_COLUMNS = ["mpi_tuning_file", "mpi_thread_level"]
 # The loop that timed a microbenchmark row (ardlab.bench.timeloop): "c" (compiled, native algorithms by default) or
 # "python" (our own algorithms, and every row from before the column).
 TIMER_COLUMNS = ["timer"]
+# What TCP lost on the emulated cluster's nodes while the row was measured (ardlab.comm.traffic.LossCounter): the
+# segments it retransmitted and its retransmission timeouts, summed over the nodes, per Allreduce call or training step;
+# empty on one node and in files from before these columns.
+BENCH_LOSS_COLUMNS = ["tcp_retransmitted_segments_per_call", "tcp_timeouts_per_call"]
+TRAIN_LOSS_COLUMNS = ["tcp_retransmitted_segments_per_step", "tcp_timeouts_per_step"]
 
-BENCH_COLUMNS = [
-    "library", "library_version", "algorithm", "implementation", "ranks", "nodes", "hostname", "dtype",
-    "size_bytes", "iterations", "avg_us", "min_us", "max_us", "knobs", "started_at", *ROUND_COLUMNS,
-    *NETWORK_COLUMNS, *TRAFFIC_COLUMNS, *STARTUP_COLUMNS, *TIMER_COLUMNS,
-]
 
-# How many variants the launch that measured a training row measured (1: a launch of its own; more: the algorithm was
-# switched inside one launch, ardlab.comm.switch, each variant's row under its own position); 1 in files from before.
-LAUNCH_COLUMNS = ["launch_variants"]
+def _header(*eras: tuple[list[str], dict[str, str]]) -> tuple[list[str], list[tuple[list[str], dict[str, str]]]]:
+    """A file kind's header and the earlier headers a reader still accepts, from its eras: each era's columns were
+    appended to the header at once, and its fill is what they read as in files from before them (the first era's
+    fill is unused). Returns (columns, [(an earlier header, the fill of every column added since)], oldest first)."""
+    columns = [c for cols, _ in eras for c in cols]
+    earlier = []
+    for k in range(1, len(eras)):
+        header = [c for cols, _ in eras[:k] for c in cols]
+        fill = {c: v for _, f in eras[k:] for c, v in f.items()}
+        earlier.append((header, fill))
+    return columns, earlier
 
-TRAIN_COLUMNS = [
-    "framework", "model", "dataset", "library", "library_version", "algorithm", "parallel_mode", "ranks",
-    "batch_per_rank", "steps", "img_per_s", "img_per_s_ci95", "compute_s", "allreduce_s", "wait_s",
-    "final_loss", "final_accuracy", "final_top5_accuracy", "knobs", "started_at", *ROUND_COLUMNS,
-    "nodes", *NETWORK_COLUMNS,
-    "backend",  # ardlab.nn's compute backend (numpy | onednn); tensorflow for tf.keras
-    *STARTUP_COLUMNS, *LAUNCH_COLUMNS,
-]
 
 # Earlier headers a reader still accepts, with the values the columns added since take in them: files of the
 # first versions were written by the local launcher only (one node, no emulated network); a backend of "" is a
 # file from before the column, when ardlab.nn had only its numpy backend.
 _STARTUP_FILL = dict.fromkeys(STARTUP_COLUMNS, "")
-_BENCH_ADDED = len(STARTUP_COLUMNS) + len(TIMER_COLUMNS)
-_PYTHON_TIMER = dict.fromkeys(TIMER_COLUMNS, "python")
-_TRAIN_ADDED = len(STARTUP_COLUMNS) + len(LAUNCH_COLUMNS)
-_OWN_LAUNCH = dict.fromkeys(LAUNCH_COLUMNS, "1")
-EARLIER_COLUMNS = {
-    "bench": [(BENCH_COLUMNS[: -len(NETWORK_COLUMNS) - len(TRAFFIC_COLUMNS) - _BENCH_ADDED],
-               {**dict.fromkeys([*NETWORK_COLUMNS, *TRAFFIC_COLUMNS], ""), **_STARTUP_FILL, **_PYTHON_TIMER}),
-              (BENCH_COLUMNS[: -_BENCH_ADDED], {**_STARTUP_FILL, **_PYTHON_TIMER})],
-    "train": [(TRAIN_COLUMNS[: -2 - len(NETWORK_COLUMNS) - _TRAIN_ADDED],
-               {"nodes": "1", **dict.fromkeys(NETWORK_COLUMNS, ""), "backend": "", **_STARTUP_FILL, **_OWN_LAUNCH}),
-              (TRAIN_COLUMNS[: -1 - _TRAIN_ADDED], {"backend": "", **_STARTUP_FILL, **_OWN_LAUNCH}),
-              (TRAIN_COLUMNS[: -_TRAIN_ADDED], {**_STARTUP_FILL, **_OWN_LAUNCH}),
-              (TRAIN_COLUMNS[: -len(LAUNCH_COLUMNS)], _OWN_LAUNCH)],
-}
+
+BENCH_COLUMNS, _BENCH_EARLIER = _header(
+    (["library", "library_version", "algorithm", "implementation", "ranks", "nodes", "hostname", "dtype",
+      "size_bytes", "iterations", "avg_us", "min_us", "max_us", "knobs", "started_at", *ROUND_COLUMNS], {}),
+    ([*NETWORK_COLUMNS, *TRAFFIC_COLUMNS], dict.fromkeys([*NETWORK_COLUMNS, *TRAFFIC_COLUMNS], "")),
+    ([*STARTUP_COLUMNS, *TIMER_COLUMNS], {**_STARTUP_FILL, **dict.fromkeys(TIMER_COLUMNS, "python")}),
+    (BENCH_LOSS_COLUMNS, dict.fromkeys(BENCH_LOSS_COLUMNS, "")),
+)
+
+# How many variants the launch that measured a training row measured (1: a launch of its own; more: the algorithm was
+# switched inside one launch, ardlab.comm.switch, each variant's row under its own position); 1 in files from before.
+LAUNCH_COLUMNS = ["launch_variants"]
+
+TRAIN_COLUMNS, _TRAIN_EARLIER = _header(
+    (["framework", "model", "dataset", "library", "library_version", "algorithm", "parallel_mode", "ranks",
+      "batch_per_rank", "steps", "img_per_s", "img_per_s_ci95", "compute_s", "allreduce_s", "wait_s",
+      "final_loss", "final_accuracy", "final_top5_accuracy", "knobs", "started_at", *ROUND_COLUMNS], {}),
+    (["nodes", *NETWORK_COLUMNS], {"nodes": "1", **dict.fromkeys(NETWORK_COLUMNS, "")}),
+    # ardlab.nn's compute backend (numpy | onednn); tensorflow for tf.keras
+    (["backend"], {"backend": ""}),
+    (STARTUP_COLUMNS, _STARTUP_FILL),
+    (LAUNCH_COLUMNS, dict.fromkeys(LAUNCH_COLUMNS, "1")),
+    (TRAIN_LOSS_COLUMNS, dict.fromkeys(TRAIN_LOSS_COLUMNS, "")),
+)
+
+EARLIER_COLUMNS = {"bench": _BENCH_EARLIER, "train": _TRAIN_EARLIER}
+
 
 def utc_now() -> str:
     """The time a measurement started, as every row records it (UTC, ISO 8601, to the second)."""

@@ -30,7 +30,7 @@ from ardlab.bench.timeloop import TIMERS
 from ardlab.comm.libraries import (DEFAULT, TUNED, Algorithm, algorithm, algorithms,
                                    forced_algorithm, library)
 from ardlab.plan import PLAN_FIELDS, Comparison, RunPlan
-from ardlab.results import mib_bytes, utc_now
+from ardlab.results import BENCH_LOSS_COLUMNS, mib_bytes, utc_now
 
 DTYPES = ("float32", "float64", "int32", "int64")
 
@@ -249,6 +249,7 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
     from mpi4py import MPI
 
     from ardlab.comm import detect
+    from ardlab.comm.traffic import loss_fields
     from ardlab.results import knobs_in_force
 
     comm = MPI.COMM_WORLD
@@ -273,8 +274,8 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
     for name, nbytes in points:
         alg = _algorithm(lib.name, name)
         if not why_inapplicable(alg, ranks=size, nodes=nodes, count=nbytes // dtype.itemsize):
-            iters, timer, stats, sent = _measure_point(comm, plan, lib, alg, nbytes, dtype, leader, nodes,
-                                                       launch_warmup=first)
+            iters, timer, stats, sent, lost = _measure_point(comm, plan, lib, alg, nbytes, dtype, leader, nodes,
+                                                             launch_warmup=first)
             first = False
             if rank == 0:
                 rows.append({
@@ -285,6 +286,7 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
                     "max_us": f"{max(stats):.3f}", "knobs": knobs, "started_at": started, "timer": timer,
                     "net_tx_bytes_per_call": f"{sum(sent):.0f}" if sent else "",
                     "net_tx_max_node_bytes_per_call": f"{max(sent):.0f}" if sent else "",
+                    **loss_fields(lost, iters, BENCH_LOSS_COLUMNS),
                 })
         if bar:
             bar.update()
@@ -318,6 +320,7 @@ def _measure_point(comm, plan: Plan, lib, alg: Algorithm, nbytes: int, dtype, le
 
     from ardlab.bench import timeloop
     from ardlab.comm.own import get as get_own
+    from ardlab.comm.traffic import LossCounter
 
     rank, size = comm.Get_rank(), comm.Get_size()
     if alg.implementation == "own":
@@ -348,6 +351,7 @@ def _measure_point(comm, plan: Plan, lib, alg: Algorithm, nbytes: int, dtype, le
     # a warm-up the plan fixed (--warmup) is run as asked; else by time as well (the module's docstring)
     _warm_up(comm, warm_up_calls,
              0.0 if plan.warmup is not None else LAUNCH_WARMUP_S if launch_warmup else POINT_WARMUP_S)
+    losses = LossCounter(comm, leader).start() if nodes > 1 else None
     if compiled:
         try:
             total = float(timeloop.time_allreduce(comm, x, y, MPI.SUM, warmup=0, iterations=iters,
@@ -357,5 +361,6 @@ def _measure_point(comm, plan: Plan, lib, alg: Algorithm, nbytes: int, dtype, le
             raise RuntimeError(f"{where}: {e}") from None
     else:
         total = _python_loop(comm, call, x, y, 0, iters, expected if plan.validate else None, where)
+    lost = losses.stop() if losses else None
     stats = comm.gather(total / iters * 1e6, root=0)
-    return iters, timer, stats, _traffic(comm, call, x, y, leader, nodes)
+    return iters, timer, stats, _traffic(comm, call, x, y, leader, nodes), lost
