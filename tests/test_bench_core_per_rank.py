@@ -52,3 +52,52 @@ def test_training_pairs_rounds_per_file(tmp_path):
     assert t.loc["tuning_generic_shm-ofi.dat", "selection_speedup"] == pytest.approx(4.0)
     assert t.loc["tuning_skx_shm-ofi_tcp.dat", "selection_speedup"] == pytest.approx(1.0)
     assert (t.rounds == 5).all()
+
+
+def test_shared_cores_are_half_of_the_spread_ones():
+    sets = cpr.core_sets(2)
+    mine = sorted(__import__("os").sched_getaffinity(0))
+    assert sets["spread"] == mine[:2] and sets["shared"] == mine[:1]
+
+
+def test_a_shared_launch_gets_the_time_shared_settings_and_the_callers_win():
+    from ardlab.comm import library
+
+    shared = library("intelmpi").time_shared_env
+    assert shared  # the cluster's time-shared launches have it; the fallback's shared ones must too
+    env = cpr._variant_env({}, "generic", "shared")
+    assert all(env[k] == v for k, v in shared.items())
+    assert env["I_MPI_TUNING_BIN"].endswith(cpr.FILES["generic"])
+    assert not set(shared) & set(cpr._variant_env({}, "skx", "spread"))
+    mine = dict.fromkeys(shared, "mine")
+    assert cpr._variant_env(mine, "skx", "shared").items() >= mine.items()
+
+
+def test_microbenchmark_pairs_rounds_per_file_cores_and_size(tmp_path):
+    """The default's time over rabenseifner's per file, cores and size; and time-sharing's share of it: the shared
+    ratio over the spread one, paired by round (here 3x under the generic file, 1x under skx)."""
+    paths = []
+    for r in range(5):
+        for fname, core, default in (("generic", "spread", 20.0), ("generic", "shared", 60.0),
+                                     ("skx", "spread", 10.0), ("skx", "shared", 20.0)):
+            for alg, us in (("default", default), ("rabenseifner", 10.0 if core == "spread" else 20.0)):
+                p = tmp_path / f"bench-round{r}-{fname}-{alg}-{core}.csv"
+                pd.DataFrame({"size_bytes": [1 << 20, 4 << 20], "avg_us": [us * (1 + 0.2 * r), 4 * us],
+                              "mpi_tuning_file": [cpr.FILES[fname]] * 2,
+                              "threads_per_core": [2.0 if core == "shared" else 1.0] * 2}).to_csv(p, index=False)
+                paths.append(p)
+    t = cpr.bench_ratios(paths).set_index(["file", "cores", "size_bytes"])
+    generic, skx = cpr.FILES["generic"], cpr.FILES["skx"]
+    assert t.loc[(generic, "spread", 1 << 20), "default_over_rabenseifner"] == pytest.approx(2.0)
+    assert t.loc[(generic, "shared", 4 << 20), "default_over_rabenseifner"] == pytest.approx(3.0)
+    assert t.loc[(generic, "shared over spread", 1 << 20), "default_over_rabenseifner"] == pytest.approx(1.5)
+    assert t.loc[(skx, "shared over spread", 4 << 20), "default_over_rabenseifner"] == pytest.approx(1.0)
+    assert t.loc[(generic, "shared", 1 << 20), "threads_per_core"] == "2.0"
+    assert (t.rounds == 5).all()
+
+
+def test_the_cluster_check_names_what_is_missing(monkeypatch):
+    import shutil
+
+    monkeypatch.setattr(shutil, "which", lambda c: None if c in ("slurmctld", "munged") else f"/usr/bin/{c}")
+    assert cpr.cluster_missing().startswith("slurmctld, munged not found")

@@ -14,9 +14,13 @@ file and under the skx file (both forced with I_MPI_TUNING_BIN, so the machine's
 interleaved rounds, and writes per node count the microbenchmark's ratio table and the training's paired ratios.
 
 Checks, before anything runs: root (namespaces, Slurm's daemons); enough cores for the largest shape (no
-oversubscription: that is what this run removes); network namespaces. Where namespaces cannot be made it says so at
-once and runs the fallback instead: one node, ``--fallback-ranks`` ranks with the local launcher (no network, no
-time-sharing), the same variants.
+oversubscription: that is what this run removes); network namespaces and Slurm's commands. Where either is missing it
+says so at once and runs the fallback instead: one node, ``--fallback-ranks`` ranks with the local launcher (no
+network), the same variants, each twice: with a core per rank ("spread") and with the ranks time-sharing half as many
+cores, two a core, with the table's ``time_shared_env`` as the cluster's time-shared launches have it ("shared"); both
+the microbenchmark (``ardlab bench allreduce``, one launch per variant) and the training. Its tables: the
+default-over-rabenseifner time ratio per file, cores and size, the training's selection speedup per file and cores,
+and what time-sharing does to each (the shared ratio over the spread one, paired by round).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pathlib import Path
 
 FILES = {"generic": "tuning_generic_shm-ofi.dat", "skx": "tuning_skx_shm-ofi_tcp.dat"}
 ALGORITHMS = ("default", "rabenseifner")
+CORES = ("spread", "shared")  # the fallback's: a core per rank, or two ranks a core
 
 
 def cores() -> int:
@@ -70,52 +75,164 @@ def namespaces_work() -> str | None:
     return None
 
 
+def cluster_missing() -> str | None:
+    """None where the emulated cluster can come up here (network namespaces, Slurm's and the network's commands),
+    else why not."""
+    import shutil
+
+    from ardlab.cluster.slurm import COMMANDS
+
+    missing = [c for c in COMMANDS if shutil.which(c) is None]
+    if missing:
+        return f"{', '.join(missing)} not found (Debian's slurm-wlm, munge, iproute2, util-linux)"
+    return namespaces_work()
+
+
+def core_sets(ranks: int) -> dict[str, list[int]]:
+    """The cores each fallback variant's launch may run on: `ranks` of this process's cores ("spread") and half as
+    many ("shared", two ranks a core)."""
+    mine = sorted(os.sched_getaffinity(0))
+    return {"spread": mine[:ranks], "shared": mine[:max(1, ranks // 2)]}
+
+
+def _launch(argv: list[str], env: dict, what: str, cpus: list[int] | None = None) -> None:
+    """Run one launch (confined to `cpus`, its ranks inheriting the mask); RuntimeError naming `what` if it fails."""
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True,
+                          preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} failed:\n{proc.stderr[-2000:]}")
+
+
+def _variants(cores: dict[str, list[int]] | None, files=tuple(FILES)) -> list[tuple[str, str, str]]:
+    return [(f, a, c) for f in files for a in ALGORITHMS for c in (cores or {"": []})]
+
+
+def refused_files(tools: Path, env: dict) -> dict[str, str]:
+    """The tuning files Intel MPI refuses to load on this machine (it loads another one instead: on CPUs it does not
+    recognise every CPU-specific file), each with the library's words; one short 2-rank launch per file."""
+    refused = {}
+    for fname in FILES:
+        argv = [str(tools / "ardlab"), "bench", "allreduce", "--library", "intelmpi", "--launcher", "local",
+                "--ranks", "2", "--sizes", "4K", "--iterations", "5", "--no-progress"]
+        proc = subprocess.run(argv, env=_variant_env(env, fname, "spread"), capture_output=True, text=True)
+        if proc.returncode != 0:
+            if "did not load the tuning file" not in proc.stderr:
+                raise RuntimeError(f"the check of the {fname} tuning file failed:\n{proc.stderr[-2000:]}")
+            refused[fname] = proc.stderr.split("ardlab: error: ")[-1].strip()  # the library's words, once
+    return refused
+
+
+def _variant_env(env: dict, fname: str, core: str) -> dict:
+    """A launch's settings: the tuning file forced; on shared cores the table's time_shared_env (the caller's own
+    values win), as the emulated cluster's time-shared launches have it."""
+    from ardlab.comm import library
+
+    shared = library("intelmpi").time_shared_env if core == "shared" else {}
+    return {**{k: v for k, v in shared.items() if k not in env}, **env,
+            "I_MPI_TUNING_BIN": str(tuning_dir() / FILES[fname])}
+
+
+def _name(kind: str, r: int, fname: str, alg: str, core: str) -> str:
+    return f"{kind}-round{r}-{fname}-{alg}{'-' + core if core else ''}.csv"
+
+
 def train_rounds(tools: Path, env: dict, out: Path, *, launcher: str, nodes: int, ranks: int, rounds: int,
-                 steps: int, seed: int, batch: int = 16) -> list[Path]:
-    """AlexNet (ardlab.nn) under every file x algorithm, one launch each, in a shuffled order per round."""
+                 steps: int, seed: int, batch: int = 16, cores: dict[str, list[int]] | None = None,
+                 files=tuple(FILES)) -> list[Path]:
+    """AlexNet (ardlab.nn) under every file x algorithm (x cores, where given), one launch each, in a shuffled order
+    per round."""
     rng, written = random.Random(seed), []
     out.mkdir(parents=True, exist_ok=True)
-    variants = [(f, a) for f in FILES for a in ALGORITHMS]
-    tdir = tuning_dir()
+    variants = _variants(cores, files)
     for r in range(rounds):
         order = list(variants)
         rng.shuffle(order)
-        for pos, (fname, alg) in enumerate(order):
-            path = out / f"train-round{r}-{fname}-{alg}.csv"
+        for fname, alg, core in order:
+            path = out / _name("train", r, fname, alg, core)
             argv = [str(tools / "ardlab"), "train", "--library", "intelmpi", "--launcher", launcher, "--ranks",
                     str(ranks), "--model", "alexnet", "--steps", str(steps), "--batch-per-rank", str(batch),
                     "--algorithm", alg, "--output",
                     str(path), "--no-progress", *(["--nodes", str(nodes)] if launcher == "srun" else [])]
-            proc = subprocess.run(argv, env={**env, "I_MPI_TUNING_BIN": str(tdir / FILES[fname])},
-                                  capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise RuntimeError(f"training, {fname} file, {alg}, round {r} failed:\n{proc.stderr[-2000:]}")
+            _launch(argv, _variant_env(env, fname, core), f"training, {fname} file, {alg} {core}, round {r}",
+                    (cores or {}).get(core))
             written.append(path)
     return written
 
 
-def train_ratios(paths: list[Path]):
-    """Per tuning file: rabenseifner's img/s over the default's, paired by round (stats.speedup_ci)."""
+def bench_rounds(tools: Path, env: dict, out: Path, *, ranks: int, rounds: int, sizes: str, seed: int,
+                 cores: dict[str, list[int]], iterations: int = 50, files=tuple(FILES)) -> list[Path]:
+    """The one-node microbenchmark under every file x algorithm x cores, one launch each, shuffled per round."""
+    rng, written = random.Random(seed + 1), []
+    out.mkdir(parents=True, exist_ok=True)
+    variants = _variants(cores, files)
+    for r in range(rounds):
+        order = list(variants)
+        rng.shuffle(order)
+        for fname, alg, core in order:
+            path = out / _name("bench", r, fname, alg, core)
+            argv = [str(tools / "ardlab"), "bench", "allreduce", "--library", "intelmpi", "--launcher", "local",
+                    "--ranks", str(ranks), "--algorithm", alg, "--sizes", sizes, "--iterations", str(iterations),
+                    "--output", str(path), "--no-progress"]
+            _launch(argv, _variant_env(env, fname, core), f"microbenchmark, {fname} file, {alg} {core}, round {r}",
+                    cores[core])
+            written.append(path)
+    return written
+
+
+def _rows(paths: list[Path], value: str):
+    """The launches' rows, each with its round, file, algorithm and cores (from its file name) and `value`."""
+    import pandas as pd
+
+    rows = []
+    for p in paths:
+        _, rnd, fname, alg, *core = p.stem.split("-")
+        for r in pd.read_csv(p, keep_default_na=False).to_dict("records"):
+            rows.append({"round": int(rnd.removeprefix("round")), "file": fname, "algorithm": alg,
+                         "cores": core[0] if core else "", "size_bytes": r.get("size_bytes", 0), value: r[value],
+                         "mpi_tuning_file": str(r.get("mpi_tuning_file", "")),
+                         "threads_per_core": r.get("threads_per_core", "")})
+    return pd.DataFrame(rows)
+
+
+def _ratios(t, value: str, numerator: str, denominator: str, name: str):
+    """Per file, cores and size: numerator's `value` over denominator's, paired by round (stats.speedup_ci); and per
+    file and size, the shared cores' ratio over the spread ones' (what time-sharing does to it), paired by round."""
     import pandas as pd
 
     from ardlab.stats import speedup_ci, verdict
 
-    rows = []
-    for p in paths:
-        _, rnd, fname, alg = p.stem.split("-", 3)
-        for r in pd.read_csv(p).itertuples():
-            rows.append({"round": int(rnd.removeprefix("round")), "file": fname, "algorithm": alg,
-                         "img_per_s": r.img_per_s, "mpi_tuning_file": getattr(r, "mpi_tuning_file", "")})
-    t = pd.DataFrame(rows)
-    out = []
-    for fname, g in t.groupby("file"):
-        piv = g.pivot_table(index="round", columns="algorithm", values="img_per_s", aggfunc="first")
-        sp, lo, hi = speedup_ci(piv["rabenseifner"].to_numpy(), piv["default"].to_numpy())
-        out.append({"file": FILES[fname], "loaded": ";".join(sorted(set(g.mpi_tuning_file.astype(str)))),
-                    "rounds": len(piv), "default_img_per_s": float(piv["default"].median()),
-                    "rabenseifner_img_per_s": float(piv["rabenseifner"].median()), "selection_speedup": sp,
-                    "ci_low": lo, "ci_high": hi, "verdict": verdict(lo, hi)})
-    return pd.DataFrame(out)
+    out, per_round = [], {}
+    for (fname, core, size), g in t.groupby(["file", "cores", "size_bytes"]):
+        piv = g.pivot_table(index="round", columns="algorithm", values=value, aggfunc="first").dropna()
+        sp, lo, hi = speedup_ci(piv[numerator].to_numpy(), piv[denominator].to_numpy())
+        per_round[(fname, core, size)] = piv[numerator] / piv[denominator]
+        out.append({"file": FILES[fname], "loaded": ";".join(sorted(set(g.mpi_tuning_file))), "cores": core,
+                    "threads_per_core": ";".join(sorted({str(x) for x in g.threads_per_core})),
+                    "size_bytes": size, "rounds": len(piv), f"{denominator}_{value}": float(piv[denominator].median()),
+                    f"{numerator}_{value}": float(piv[numerator].median()), name: sp, "ci_low": lo, "ci_high": hi,
+                    "verdict": verdict(lo, hi)})
+    for (fname, core, size), ratio in per_round.items():
+        if core != "shared" or (fname, "spread", size) not in per_round:
+            continue
+        both = pd.concat([ratio, per_round[(fname, "spread", size)]], axis=1, keys=["shared", "spread"]).dropna()
+        sp, lo, hi = speedup_ci(both["shared"].to_numpy(), both["spread"].to_numpy())
+        out.append({"file": FILES[fname], "loaded": "", "cores": "shared over spread", "threads_per_core": "",
+                    "size_bytes": size, "rounds": len(both), name: sp, "ci_low": lo, "ci_high": hi,
+                    "verdict": verdict(lo, hi)})
+    table = pd.DataFrame(out)
+    return table if (t.size_bytes != 0).any() else table.drop(columns="size_bytes")
+
+
+def train_ratios(paths: list[Path]):
+    """Per tuning file (and cores, where the launches had them): rabenseifner's img/s over the default's, paired by
+    round (stats.speedup_ci); with cores, also the shared ratio over the spread one."""
+    return _ratios(_rows(paths, "img_per_s"), "img_per_s", "rabenseifner", "default", "selection_speedup")
+
+
+def bench_ratios(paths: list[Path]):
+    """Per tuning file, cores and size: the default's time over rabenseifner's, paired by round; and the shared ratio
+    over the spread one."""
+    return _ratios(_rows(paths, "avg_us"), "avg_us", "default", "rabenseifner", "default_over_rabenseifner")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=4, help="timed training steps per launch")
     p.add_argument("--sizes", default="1M,4M", help="the microbenchmark's sizes")
     p.add_argument("--fallback-ranks", type=int, default=8, help="ranks of the one-node fallback")
+    p.add_argument("--fallback", action="store_true",
+                   help="run the one-node fallback even where the emulated cluster could come up")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", default="results/benchmarks/gaps_2x2/core_per_rank", help="the folder to write into")
     a = p.parse_args(argv)
@@ -142,16 +261,11 @@ def main(argv: list[str] | None = None) -> int:
     tools, out = Path(sys.executable).parent, Path(a.output)
     out.mkdir(parents=True, exist_ok=True)
     settings = ";".join(f"I_MPI_TUNING_BIN={tuning_dir() / f}" for f in FILES.values())
-    why = namespaces_work()
+    why = "--fallback asked for" if a.fallback else cluster_missing()
     if why is not None:
-        print(f"cannot make network namespaces here ({why}): running the fallback instead, 1 node x "
-              f"{a.fallback_ranks} ranks, no network", flush=True)
-        paths = train_rounds(tools, dict(os.environ), out / "fallback", launcher="local", nodes=1,
-                             ranks=a.fallback_ranks, rounds=a.rounds, steps=a.steps, seed=a.seed)
-        table = train_ratios(paths)
-        print(table.to_string(index=False))
-        table.to_csv(out / "fallback_train_ratio.csv", index=False)
-        return 0
+        print(f"cannot bring up the emulated cluster here ({why}): running the fallback instead, 1 node x "
+              f"{a.fallback_ranks} ranks, no network, on a core per rank and on half as many cores", flush=True)
+        return fallback(tools, out / "fallback", a)
     from ardlab.bench import link_queue
     from ardlab.cluster import Cluster, default_state
 
@@ -173,6 +287,36 @@ def main(argv: list[str] | None = None) -> int:
             table.to_csv(sub / "train_ratio.csv", index=False)
         finally:
             subprocess.run([str(tools / "ardlab"), "cluster", "down"], check=False)
+    return 0
+
+
+def fallback(tools: Path, out: Path, a) -> int:
+    """The one-node comparison (the module's docstring): microbenchmark rounds, then training rounds, each table
+    printed and written as CSV and Markdown beside the raw rows."""
+    from ardlab.results import save_frame
+
+    cores = core_sets(a.fallback_ranks)
+    print(f"cores: spread {cores['spread']}, shared {cores['shared']}", flush=True)
+    refused = refused_files(tools, dict(os.environ))
+    for fname, why in refused.items():
+        print(f"left out, the {fname} file: {why}", flush=True)
+    files = tuple(f for f in FILES if f not in refused)
+    if not files:
+        raise SystemExit("Intel MPI refuses both tuning files here (above)")
+    for kind, paths, ratios in (
+            ("microbench", lambda: bench_rounds(tools, dict(os.environ), out / "bench", ranks=a.fallback_ranks,
+                                                rounds=a.rounds, sizes=a.sizes, seed=a.seed, cores=cores,
+                                                files=files),
+             bench_ratios),
+            ("train", lambda: train_rounds(tools, dict(os.environ), out / "train", launcher="local", nodes=1,
+                                           ranks=a.fallback_ranks, rounds=a.rounds, steps=a.steps, seed=a.seed,
+                                           cores=cores, files=files),
+             train_ratios)):
+        if kind == "train" and a.steps == 0:
+            continue
+        table = ratios(paths())
+        print(table.to_string(index=False), flush=True)
+        save_frame(table, out.parent / f"fallback_{kind}_ratio")
     return 0
 
 
