@@ -101,3 +101,19 @@ def test_the_cluster_check_names_what_is_missing(monkeypatch):
 
     monkeypatch.setattr(shutil, "which", lambda c: None if c in ("slurmctld", "munged") else f"/usr/bin/{c}")
     assert cpr.cluster_missing().startswith("slurmctld, munged not found")
+
+
+@pytest.mark.parametrize("run", ["h200-a-4rounds", "h200-b-6rounds"])
+def test_the_committed_tables_are_made_from_the_committed_rows(tmp_path, run):
+    """--summarize re-makes each committed run's tables from its rows, equal to what is committed."""
+    import shutil
+    from pathlib import Path
+
+    committed = Path(__file__).resolve().parents[1] / "results/benchmarks/gaps_2x2/core_per_rank" / run
+    shutil.copytree(committed / "fallback", tmp_path / "fallback")
+    assert cpr.main(["--summarize", str(tmp_path)]) == 0
+    for kind in ("microbench", "train"):
+        name = f"fallback_{kind}_ratio.csv"
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / name), pd.read_csv(committed / name))
+    with pytest.raises(SystemExit, match="no fallback rows"):
+        cpr.main(["--summarize", str(tmp_path / "nothing")])

@@ -247,8 +247,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fallback", action="store_true",
                    help="run the one-node fallback even where the emulated cluster could come up")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--summarize", metavar="FOLDER",
+                   help="make the fallback's tables again from the rows a run wrote under FOLDER/fallback (nothing runs)")
     p.add_argument("--output", default="results/benchmarks/gaps_2x2/core_per_rank", help="the folder to write into")
     a = p.parse_args(argv)
+    if a.summarize:
+        return summarize(Path(a.summarize))
     try:
         nodes = [int(n) for n in a.nodes.split(",")]
     except ValueError:
@@ -287,6 +291,24 @@ def main(argv: list[str] | None = None) -> int:
             table.to_csv(sub / "train_ratio.csv", index=False)
         finally:
             subprocess.run([str(tools / "ardlab"), "cluster", "down"], check=False)
+    return 0
+
+
+def summarize(folder: Path) -> int:
+    """The fallback's tables again from its committed rows (FOLDER/fallback/{bench,train}/*.csv), written beside them
+    as a run writes them."""
+    from ardlab.results import save_frame
+
+    found = False
+    for kind, sub, ratios in (("microbench", "bench", bench_ratios), ("train", "train", train_ratios)):
+        paths = sorted((folder / "fallback" / sub).glob(f"{sub}-round*.csv"))
+        if paths:
+            found = True
+            table = ratios(paths)
+            print(table.to_string(index=False))
+            save_frame(table, folder / f"fallback_{kind}_ratio")
+    if not found:
+        raise SystemExit(f"--summarize: no fallback rows under {folder / 'fallback'} (bench/ or train/)")
     return 0
 
 
