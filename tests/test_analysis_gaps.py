@@ -61,6 +61,17 @@ def test_the_committed_decomposition_is_made_from_the_committed_rows(tmp_path):
         shutil.copy(folder / name, tmp_path / name)
     (tmp_path / gaps.CORE_PER_RANK).parent.mkdir(parents=True)
     shutil.copy(folder / gaps.CORE_PER_RANK, tmp_path / gaps.CORE_PER_RANK)
-    assert gaps.main(["--folder", str(tmp_path)]) == 0
+    runs = ",".join(str(ROOT / "results/runs" / r) for r in ("cluster", "cluster-rerun", "cluster-250mbit"))
+    assert gaps.main(["--folder", str(tmp_path), "--runs", runs]) == 0
     assert (tmp_path / "decomposition.md").read_text() == (folder / "decomposition.md").read_text()
-    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "decomposition.csv"), pd.read_csv(folder / "decomposition.csv"))
+    for name in ("decomposition.csv", "training_bound.csv"):
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / name), pd.read_csv(folder / name))
+
+
+def test_the_bytes_alone_bound_training_below_what_the_shallow_queue_made():
+    """On the committed runs: a 2x Allreduce bounds the default's step at under 1.8x; the emulated cluster measured
+    3.6-5.5x where the calls are large (AlexNet, VGG-16), about 1x for ResNet-20 (small calls: bytes not doubled)."""
+    t = pd.read_csv(ROOT / "results/benchmarks/gaps_2x2/training_bound.csv")
+    assert (t.bytes_only_bound < 1.8).all() and (t.bytes_only_bound > 1.4).all()
+    large = t[t.model != "resnet20"]
+    assert (large.measured_default_over_selection > 2 * large.bytes_only_bound).all()

@@ -19,7 +19,9 @@ on (the cluster's setting on time-shared cores); and the one-node run on a machi
 (``ardlab.bench.core_per_rank``, no network) gives time-sharing's share there: its "shared over spread" rows.
 
 Inputs (each a ``*_rounds.csv`` of link_queue, one row a launch's size): the pairs in ``GAPS``. Output:
-``decomposition.csv`` (tidy: one row a part) and ``decomposition.md`` (one row a gap, its parts side by side).
+``decomposition.csv`` (tidy: one row a part) and ``decomposition.md`` (one row a gap, its parts side by side); and
+``training_bound.{csv,md}``: for the committed cluster runs' Intel MPI training at 2 x 2, what the generic file's
+doubled bytes alone would make of the default's step (``training_bound``), beside what was measured.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ardlab.results import atomic_open
+from ardlab.results import atomic_open, save_frame
 
 # (rounds file, library, numerator, denominator, what the gap is): the gaps the issue names.
 GAPS = [
@@ -35,6 +37,7 @@ GAPS = [
     ("queue_file_250mbit_rounds.csv", "intelmpi", "default", "rabenseifner", "Intel MPI's default over rabenseifner"),
     ("openmpi_2x2_rounds.csv", "openmpi", "basic_linear", "default", "Open MPI's basic_linear over its default"),
     ("openmpi_2x2_rounds.csv", "openmpi", "ring", "default", "Open MPI's ring over its default (coll/han)"),
+    ("mpich_2x2_rounds.csv", "mpich", "tree", "default", "MPICH's tree over its default"),
 ]
 SHALLOW, DEEP = "1ms", "30ms"
 PARTS = ["gap", "bytes", "beyond the bytes", "the shallow queue"]
@@ -119,6 +122,38 @@ def decomposition(folder: Path):
     return pd.DataFrame(rows)
 
 
+def training_bound(run: Path, bytes_ratio: float, library: str = "intelmpi", selection: str = "tuned"):
+    """What the bytes alone would leave of a training gap at 2 x 2 on a cluster whose switches never drop (no
+    shallow queue, nothing beyond the bytes): per framework and model of `run`'s groups with 2 ranks a node, the
+    selection's median compute and Allreduce time a step, and the default's step if its Allreduce took `bytes_ratio`
+    times the selection's: (compute + bytes_ratio x allreduce) / (compute + allreduce), an upper bound (it assumes
+    every call of the step is at a size where the bytes double, and wire-bound). The measured default-over-selection
+    ratio (img/s, medians) beside it."""
+    import pandas as pd
+
+    from ardlab.analysis import read
+
+    files = sorted(run.glob("raw/train/*/n2-r4/*.csv")) + sorted(run.glob("raw/horovod/*/n2-r4/*.csv"))
+    if not files:
+        raise FileNotFoundError(f"{run}: no training rows at 2 nodes x 2 ranks (raw/train/*/n2-r4, "
+                                "raw/horovod/*/n2-r4)")
+    t = read.train([str(f) for f in files])
+    t = t[t.library == library]
+    out = []
+    for (framework, model), g in t.groupby(["framework", "model"], sort=True):
+        sel, dflt = g[g.algorithm == selection], g[g.algorithm == "default"]
+        if sel.empty or dflt.empty:
+            continue
+        c, a = float(sel.compute_s.median()), float(sel.allreduce_s.median())
+        out.append({"run": run.name, "framework": framework, "model": model, "library": library,
+                    "mpi_tuning_file": ";".join(sorted(set(g.mpi_tuning_file.astype(str)))),
+                    "threads_per_core": float(g.threads_per_core.max()),
+                    f"{selection}_compute_s": c, f"{selection}_allreduce_s": a, "bytes_ratio": bytes_ratio,
+                    "bytes_only_bound": (c + bytes_ratio * a) / (c + a),
+                    "measured_default_over_selection": float(sel.img_per_s.median() / dflt.img_per_s.median())})
+    return pd.DataFrame(out)
+
+
 def markdown(t) -> str:
     """One row a gap (rate, setting, size): the gap and its parts, each with its interval, and the drops and
     retransmitted segments per call of both algorithms under the shallow and the deep queue."""
@@ -163,7 +198,11 @@ def markdown(t) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--folder", default="results/benchmarks/gaps_2x2", help="where the rounds are, and the tables go")
+    p.add_argument("--runs", default="results/runs/cluster,results/runs/cluster-rerun,results/runs/cluster-250mbit",
+                   help="cluster runs whose 2 x 2 training the bytes-only bound is computed for (comma-separated)")
     a = p.parse_args(argv)
+    import pandas as pd
+
     folder = Path(a.folder)
     t = decomposition(folder)
     text = markdown(t)
@@ -172,6 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     with atomic_open(folder / "decomposition.md", "w") as f:
         f.write(text)
     print(text)
+    generic = t[(t.library == "intelmpi") & (t.part == "bytes") & t.setting.str.startswith("tuning_generic")]
+    ratio = float(generic[generic.size_bytes >= 1 << 20].factor.max())
+    bound = pd.concat([training_bound(Path(r), ratio) for r in filter(None, a.runs.split(","))], ignore_index=True)
+    save_frame(bound, folder / "training_bound")
+    print(bound.to_string(index=False))
     return 0
 
 
