@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 
-from ardlab.results import BENCH_COLUMNS, write_csv
+from ardlab.results import BENCH_COLUMNS, BENCH_LOSS_COLUMNS, write_csv
 from conftest import ardlab
 
 
@@ -23,7 +23,7 @@ def synthetic_run(folder, ring_speedup_by_size, seed, algorithms=("default", "ri
                              "group": "microbench/n1-r2", "round": r, "position": pos, "order_seed": 0,
                              "link_rate": "", "threads_per_core": "", "net_tx_bytes_per_call": "", "net_tx_max_node_bytes_per_call": "",
                              "mpi_tuning_file": "builtin", "mpi_thread_level": "multiple",
-                             "timer": "c"})
+                             "timer": "c", **dict.fromkeys(BENCH_LOSS_COLUMNS, "")})
         write_csv(folder / "raw" / "microbench" / "n1-r2" / f"round{r}.csv", BENCH_COLUMNS, rows)
 
 

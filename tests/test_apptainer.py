@@ -1,0 +1,133 @@
+"""Apptainer for real (issue 40): Debian's apptainer set up in a root of its own (containers/setup-apptainer), run
+through containers/apptainer as an unprivileged user; a definition built by Apptainer itself with the debootstrap base
+(its %post and %test run by Apptainer), `apptainer exec` of the SIF (squashfuse), and the image's Python started by
+srun on 2 emulated nodes through `apptainer exec`.
+
+Fast: containers/build names bad input before anything is built. Slow (root, Debian's mirror): the rest. The tiny
+definition here stands in for the three images, whose builds take minutes each (containers/build).
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+CONTAINERS = ROOT / "containers"
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="Apptainer's root and its mount namespace need root")
+
+TINY = """Bootstrap: debootstrap
+OSVersion: bookworm
+MirrorURL: {mirror}
+Include: python3
+
+%post
+    echo ardlab-post-ran > /post-ran
+
+%environment
+    export ARDLAB_TINY=yes
+
+%runscript
+    exec python3 -c "import sys; print('runscript', *sys.argv[1:])" "$@"
+
+%test
+    test "$(cat /post-ran)" = ardlab-post-ran
+    python3 -c "print('ardlab-test-ran')"
+"""
+
+
+def run(*argv, cwd=None, env=None, timeout=1800) -> subprocess.CompletedProcess:
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--base", "quay"], "--base 'quay' is not one of: docker, debootstrap"),
+    (["--frobnicate"], "unknown option '--frobnicate'"),
+    (["--base", "debootstrap", "lam"], "'lam' is not a library of ardlab.comm's table"),
+])
+def test_build_names_bad_input_before_anything_is_built(args, message, tmp_path):
+    proc = run(CONTAINERS / "build", *args, "--output", tmp_path)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert not any(tmp_path.iterdir())
+
+
+def _mirror() -> str:
+    text = Path("/etc/apt/sources.list.d/debian.sources").read_text() if Path(
+        "/etc/apt/sources.list.d/debian.sources").is_file() else ""
+    urls = [line.split()[1] for line in text.splitlines() if line.startswith("URIs:")]
+    return urls[0] if urls else "http://deb.debian.org/debian"
+
+
+@pytest.fixture(scope="module")
+def tiny_image():
+    """The tiny definition built by Apptainer (through the wrapper, --fakeroot, as uid 2000) into a folder of its
+    own that user can reach (pytest's own are root's alone); the build's output (with Apptainer's %test) returned
+    beside the image; the folder removed afterwards."""
+    import shutil
+    import tempfile
+
+    setup = run(CONTAINERS / "setup-apptainer", timeout=1200)
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    folder = Path(tempfile.mkdtemp(prefix="ardlab-apptainer-test-", dir="/tmp"))
+    try:
+        os.chown(folder, 2000, 2000)
+        (folder / "tiny.def").write_text(TINY.format(mirror=_mirror()))
+        proc = run(CONTAINERS / "apptainer", "build", "--fakeroot", "--force", "tiny.sif", "tiny.def", cwd=folder)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        yield folder / "tiny.sif", proc.stdout + proc.stderr
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.slow
+@ROOT_ONLY
+def test_setup_is_idempotent_and_the_wrapper_runs_debians_apptainer():
+    again = run(CONTAINERS / "setup-apptainer")
+    assert again.returncode == 0 and "is set up in" in again.stdout, again.stdout + again.stderr
+    version = run(CONTAINERS / "apptainer", "version")
+    assert version.returncode == 0 and version.stdout.strip() == "1.4.5", version.stdout + version.stderr
+
+
+@pytest.mark.slow
+@ROOT_ONLY
+def test_apptainer_builds_runs_post_and_test_and_execs_the_sif(tiny_image):
+    image, log = tiny_image
+    assert "Running post scriptlet" in log and "Running testscript" in log and "ardlab-test-ran" in log, log[-2000:]
+    assert image.is_file() and image.stat().st_size > 10_000_000
+    with open(image, "rb") as f:
+        assert b"SIF_MAGIC" in f.read(64)
+    proc = run(CONTAINERS / "apptainer", "exec", image, "sh", "-c", 'echo "$ARDLAB_TINY" $(cat /post-ran)',
+               cwd=image.parent)
+    assert proc.returncode == 0 and proc.stdout.split() == ["yes", "ardlab-post-ran"], proc.stdout + proc.stderr
+    ran = run(CONTAINERS / "apptainer", "run", image, "a", "b", cwd=image.parent)
+    assert ran.returncode == 0 and "runscript a b" in ran.stdout, ran.stdout + ran.stderr
+    assert not list(Path("/dev/shm").glob("ardlab-fuse-*"))  # the wrapper's private FUSE node leaves no file
+
+
+@pytest.mark.slow
+@ROOT_ONLY
+def test_srun_starts_apptainer_exec_on_two_emulated_nodes(tiny_image, tmp_path):
+    """The hybrid launch's outer half: the host's srun starts `apptainer exec IMAGE` on each of 2 emulated nodes,
+    each rank inside the image on its own node (hostname) with Slurm's task environment passed through."""
+    from ardlab import cluster
+
+    image, _ = tiny_image
+    state = tmp_path / "cluster"
+    c = cluster.up(2, None, state=state)
+    try:
+        program = "import os, socket; print('RANK', os.environ['SLURM_PROCID'], socket.gethostname(), " \
+                  "os.environ.get('ARDLAB_TINY'))"
+        proc = run("srun", "-N", 2, "-n", 2, CONTAINERS / "apptainer", "exec", image, "python3", "-c", program,
+                   cwd=image.parent, env={**os.environ, **c.env()}, timeout=600)
+    finally:
+        cluster.down(state)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = sorted(line.split() for line in proc.stdout.splitlines() if line.startswith("RANK"))
+    assert lines == [["RANK", "0", "n1", "yes"], ["RANK", "1", "n2", "yes"]], proc.stdout + proc.stderr
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "--runslow", "-q"]))
