@@ -109,24 +109,35 @@ def test_apptainer_builds_runs_post_and_test_and_execs_the_sif(tiny_image):
 
 @pytest.mark.slow
 @ROOT_ONLY
-def test_srun_starts_apptainer_exec_on_two_emulated_nodes(tiny_image, tmp_path):
+def test_srun_starts_apptainer_exec_on_two_emulated_nodes(tiny_image):
     """The hybrid launch's outer half: the host's srun starts `apptainer exec IMAGE` on each of 2 emulated nodes,
-    each rank inside the image on its own node (hostname) with Slurm's task environment passed through."""
+    each rank inside the image on its own node (hostname) with Slurm's task environment passed through, and the
+    cluster's state folder and the machine's id bound in (what rows read their link rate and machine from)."""
+    import shutil
+    import tempfile
+
     from ardlab import cluster
 
     image, _ = tiny_image
-    state = tmp_path / "cluster"
+    state = Path(tempfile.mkdtemp(prefix="ardlab-cluster-", dir="/tmp")) / "state"
+    os.chmod(state.parent, 0o755)  # reachable by every user, as the image's user must stat it
     c = cluster.up(2, None, state=state)
     try:
-        program = "import os, socket; print('RANK', os.environ['SLURM_PROCID'], socket.gethostname(), " \
-                  "os.environ.get('ARDLAB_TINY'))"
+        assert str(state) in c.env()["APPTAINER_BIND"].split(",")
+        program = ("import os, socket; conf = os.environ['SLURM_CONF']; print('RANK', os.environ['SLURM_PROCID'], "
+                   "socket.gethostname(), os.environ.get('ARDLAB_TINY'), "
+                   "os.path.exists(conf.replace('slurm.conf', 'cluster.json')), "
+                   "open('/etc/machine-id').read().strip() == " + repr(Path("/etc/machine-id").read_text().strip())
+                   + ")")
         proc = run("srun", "-N", 2, "-n", 2, CONTAINERS / "apptainer", "exec", image, "python3", "-c", program,
                    cwd=image.parent, env={**os.environ, **c.env()}, timeout=600)
     finally:
         cluster.down(state)
+        shutil.rmtree(state.parent, ignore_errors=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = sorted(line.split() for line in proc.stdout.splitlines() if line.startswith("RANK"))
-    assert lines == [["RANK", "0", "n1", "yes"], ["RANK", "1", "n2", "yes"]], proc.stdout + proc.stderr
+    assert lines == [["RANK", "0", "n1", "yes", "True", "True"], ["RANK", "1", "n2", "yes", "True", "True"]], \
+        proc.stdout + proc.stderr
 
 
 if __name__ == "__main__":

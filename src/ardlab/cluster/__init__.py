@@ -31,6 +31,14 @@ from ardlab.cluster.links import check_rate
 DEFAULT_SUBNET = "10.77.0.0/24"
 
 
+def _reachable_by_all(path: Path) -> bool:
+    """Whether every user may reach `path` (each folder on the way searchable by others, the path itself readable)."""
+    path = path.resolve()
+    if not path.exists() or not path.stat().st_mode & 0o004:
+        return False
+    return all(p.stat().st_mode & 0o001 for p in path.parents)
+
+
 def default_state() -> Path:
     env = os.environ.get("ARDLAB_CLUSTER")
     return Path(env) if env else Path(__file__).resolve().parents[3] / ".cluster"
@@ -54,8 +62,13 @@ class Cluster:
         return [f"n{i}" for i in range(1, self.nodes + 1)]
 
     def env(self) -> dict[str, str]:
-        """What a client in the root namespace needs: sbatch, srun, sinfo, snakemake's slurm executor."""
-        return {"SLURM_CONF": str(self.conf)}
+        """What a client in the root namespace needs: sbatch, srun, sinfo, snakemake's slurm executor; and what ranks
+        in Apptainer images need to know where they run (result rows' link_rate and threads_per_core): the cluster's
+        state folder and the machine's /etc/machine-id bound into them (APPTAINER_BIND, after the caller's own)."""
+        binds = [b for b in os.environ.get("APPTAINER_BIND", "").split(",") if b]
+        # a folder another user cannot reach would fail every exec (Apptainer stats a bind as the user): left out
+        binds += [b for b in (self.state, "/etc/machine-id") if b not in binds and _reachable_by_all(Path(b))]
+        return {"SLURM_CONF": str(self.conf), "APPTAINER_BIND": ",".join(binds)}
 
     def save(self) -> None:
         (Path(self.state) / "cluster.json").write_text(json.dumps(asdict(self), indent=1) + "\n")
