@@ -136,11 +136,10 @@ def _name(kind: str, r: int, fname: str, alg: str, core: str) -> str:
     return f"{kind}-round{r}-{fname}-{alg}{'-' + core if core else ''}.csv"
 
 
-def train_rounds(tools: Path, env: dict, out: Path, *, launcher: str, nodes: int, ranks: int, rounds: int,
-                 steps: int, seed: int, batch: int = 16, cores: dict[str, list[int]] | None = None,
-                 files=tuple(FILES)) -> list[Path]:
-    """AlexNet (ardlab.nn) under every file x algorithm (x cores, where given), one launch each, in a shuffled order
-    per round."""
+def _rounds(kind: str, what: str, out: Path, argv_of, *, env: dict, rounds: int, seed: int,
+            cores: dict[str, list[int]] | None, files) -> list[Path]:
+    """Every file x algorithm (x cores, where given), one launch each (`argv_of(algorithm, output)`), in an order
+    shuffled per round by `seed`; the rows' files, named for their round and variant."""
     rng, written = random.Random(seed), []
     out.mkdir(parents=True, exist_ok=True)
     variants = _variants(cores, files)
@@ -148,35 +147,37 @@ def train_rounds(tools: Path, env: dict, out: Path, *, launcher: str, nodes: int
         order = list(variants)
         rng.shuffle(order)
         for fname, alg, core in order:
-            path = out / _name("train", r, fname, alg, core)
-            argv = [str(tools / "ardlab"), "train", "--library", "intelmpi", "--launcher", launcher, "--ranks",
-                    str(ranks), "--model", "alexnet", "--steps", str(steps), "--batch-per-rank", str(batch),
-                    "--algorithm", alg, "--output",
-                    str(path), "--no-progress", *(["--nodes", str(nodes)] if launcher == "srun" else [])]
-            _launch(argv, _variant_env(env, fname, core), f"training, {fname} file, {alg} {core}, round {r}",
-                    (cores or {}).get(core))
+            path = out / _name(kind, r, fname, alg, core)
+            _launch(argv_of(alg, path), _variant_env(env, fname, core),
+                    f"{what}, {fname} file, {alg} {core}, round {r}", (cores or {}).get(core))
             written.append(path)
     return written
+
+
+def train_rounds(tools: Path, env: dict, out: Path, *, launcher: str, nodes: int, ranks: int, rounds: int,
+                 steps: int, seed: int, batch: int = 16, cores: dict[str, list[int]] | None = None,
+                 files=tuple(FILES)) -> list[Path]:
+    """AlexNet (ardlab.nn) under every file x algorithm (x cores, where given), one launch each, in a shuffled order
+    per round."""
+    def argv(alg: str, path: Path) -> list[str]:
+        return [str(tools / "ardlab"), "train", "--library", "intelmpi", "--launcher", launcher, "--ranks",
+                str(ranks), "--model", "alexnet", "--steps", str(steps), "--batch-per-rank", str(batch),
+                "--algorithm", alg, "--output", str(path), "--no-progress",
+                *(["--nodes", str(nodes)] if launcher == "srun" else [])]
+
+    return _rounds("train", "training", out, argv, env=env, rounds=rounds, seed=seed, cores=cores, files=files)
 
 
 def bench_rounds(tools: Path, env: dict, out: Path, *, ranks: int, rounds: int, sizes: str, seed: int,
                  cores: dict[str, list[int]], iterations: int = 50, files=tuple(FILES)) -> list[Path]:
     """The one-node microbenchmark under every file x algorithm x cores, one launch each, shuffled per round."""
-    rng, written = random.Random(seed + 1), []
-    out.mkdir(parents=True, exist_ok=True)
-    variants = _variants(cores, files)
-    for r in range(rounds):
-        order = list(variants)
-        rng.shuffle(order)
-        for fname, alg, core in order:
-            path = out / _name("bench", r, fname, alg, core)
-            argv = [str(tools / "ardlab"), "bench", "allreduce", "--library", "intelmpi", "--launcher", "local",
-                    "--ranks", str(ranks), "--algorithm", alg, "--sizes", sizes, "--iterations", str(iterations),
-                    "--output", str(path), "--no-progress"]
-            _launch(argv, _variant_env(env, fname, core), f"microbenchmark, {fname} file, {alg} {core}, round {r}",
-                    cores[core])
-            written.append(path)
-    return written
+    def argv(alg: str, path: Path) -> list[str]:
+        return [str(tools / "ardlab"), "bench", "allreduce", "--library", "intelmpi", "--launcher", "local",
+                "--ranks", str(ranks), "--algorithm", alg, "--sizes", sizes, "--iterations", str(iterations),
+                "--output", str(path), "--no-progress"]
+
+    return _rounds("bench", "microbenchmark", out, argv, env=env, rounds=rounds, seed=seed + 1, cores=cores,
+                   files=files)
 
 
 def _rows(paths: list[Path], value: str):
@@ -248,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="run the one-node fallback even where the emulated cluster could come up")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--summarize", metavar="FOLDER",
-                   help="make the fallback's tables again from the rows a run wrote under FOLDER/fallback (nothing runs)")
+                   help="make the fallback's tables again from the rows a run wrote under FOLDER/fallback "
+                        "(nothing runs)")
     p.add_argument("--output", default="results/benchmarks/gaps_2x2/core_per_rank", help="the folder to write into")
     a = p.parse_args(argv)
     if a.summarize:
