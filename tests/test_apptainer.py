@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ardlab.images.rootfs import MIRROR  # the Debian mirror the image proofs use too
 from conftest import ROOT
 
 CONTAINERS = ROOT / "containers"
@@ -54,13 +55,6 @@ def test_build_names_bad_input_before_anything_is_built(args, message, tmp_path)
     assert not any(tmp_path.iterdir())
 
 
-def _mirror() -> str:
-    text = Path("/etc/apt/sources.list.d/debian.sources").read_text() if Path(
-        "/etc/apt/sources.list.d/debian.sources").is_file() else ""
-    urls = [line.split()[1] for line in text.splitlines() if line.startswith("URIs:")]
-    return urls[0] if urls else "http://deb.debian.org/debian"
-
-
 @pytest.fixture(scope="module")
 def tiny_image():
     """The tiny definition built by Apptainer (through the wrapper, --fakeroot, as uid 2000) into a folder of its
@@ -74,7 +68,7 @@ def tiny_image():
     folder = Path(tempfile.mkdtemp(prefix="ardlab-apptainer-test-", dir="/tmp"))
     try:
         os.chown(folder, 2000, 2000)
-        (folder / "tiny.def").write_text(TINY.format(mirror=_mirror()))
+        (folder / "tiny.def").write_text(TINY.format(mirror=MIRROR))
         proc = run(CONTAINERS / "apptainer", "build", "--fakeroot", "--force", "tiny.sif", "tiny.def", cwd=folder)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         yield folder / "tiny.sif", proc.stdout + proc.stderr
