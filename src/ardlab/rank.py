@@ -96,8 +96,10 @@ def _counted(train, nodes: int):
 
     from ardlab.comm.traffic import LossCounter, loss_fields, node_leader
 
+    import socket
+
     world = MPI.COMM_WORLD
-    leader = node_leader(world)
+    leader = node_leader(world.allgather(socket.gethostname()), world.Get_rank())
 
     def counted(plan: RunPlan, comm, label: str | None) -> dict | None:
         losses = LossCounter(world, leader).start() if nodes > 1 else None

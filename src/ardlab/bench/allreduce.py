@@ -249,7 +249,7 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
     from mpi4py import MPI
 
     from ardlab.comm import detect
-    from ardlab.comm.traffic import loss_fields
+    from ardlab.comm.traffic import loss_fields, node_leader
     from ardlab.results import knobs_in_force
 
     comm = MPI.COMM_WORLD
@@ -260,7 +260,7 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
     _check_forced(lib, plan.algorithms)
     hosts = comm.allgather(socket.gethostname())
     nodes = len(set(hosts))
-    leader = hosts.index(hosts[rank]) == rank  # the lowest rank of each node reads its interface counter
+    leader = node_leader(hosts, rank)  # the lowest rank of each node reads its interface and TCP counters
     dtype = np.dtype(plan.dtype)
     knobs, started = knobs_in_force(), utc_now()
     rows = []

@@ -49,12 +49,10 @@ def tcp_losses() -> tuple[int, int]:
     return retransmitted, timeouts
 
 
-def node_leader(comm) -> bool:
-    """Whether this rank is the lowest of its node on `comm` (collective): the one that reads its node's counters."""
-    import socket
-
-    hosts = comm.allgather(socket.gethostname())
-    return hosts.index(hosts[comm.Get_rank()]) == comm.Get_rank()
+def node_leader(hosts: list[str], rank: int) -> bool:
+    """Whether `rank` is the lowest rank of its node, given every rank's host name in rank order: the one that reads
+    its node's counters."""
+    return hosts.index(hosts[rank]) == rank
 
 
 class LossCounter:
