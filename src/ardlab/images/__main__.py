@@ -3,6 +3,7 @@
     python -m ardlab.images prove                 # all three definitions: %files, %post, %environment, %test
     python -m ardlab.images prove mpich --srun    # one, then its ranks under srun on 2 emulated nodes
     python -m ardlab.images exec --root R -- CMD  # CMD inside a proven root, as `apptainer exec` would run it
+    python -m ardlab.images srun-check [LIB ...]  # the built images under srun on the emulated cluster's 2 nodes
 """
 
 from __future__ import annotations
@@ -29,6 +30,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     ex = sub.add_parser("exec", help="run a command inside a proven root, as `apptainer exec` would")
     ex.add_argument("--root", type=Path, required=True)
     ex.add_argument("command", nargs=argparse.REMAINDER)
+    sc = sub.add_parser("srun-check", help="each built image under `srun apptainer exec` on the emulated cluster's "
+                        "nodes: its ranks' nodes, the validated Allreduce, a Horovod step (ardlab.images.srun_images)")
+    sc.add_argument("libraries", nargs="*", help="default: every library of the table")
+    sc.add_argument("--images", type=Path, default=Path(".cache/images"), help="where containers/build wrote them "
+                    "(default %(default)s)")
+    sc.add_argument("--nodes", type=int, default=2)
+    sc.add_argument("--output", type=Path, required=True, help="folder for <library>_allreduce.csv and "
+                    "<library>_horovod.csv")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,6 +51,15 @@ def run(args: argparse.Namespace) -> int:
         argv = prove.exec_argv(args.root.resolve(), command)
         os.execvp(argv[0], argv)
     libraries = args.libraries or list(LIBRARIES)
+    if args.action == "srun-check":
+        from ardlab.images import srun_images
+
+        srun_images.check_ready(args.images, libraries)
+        for lib in libraries:
+            names = srun_images.check(lib, srun_images.image_path(args.images, lib).resolve(), args.output,
+                                      nodes=args.nodes)
+            print(f"ardlab: {lib}: its image ran on {' '.join(names)}: rows in {args.output}", flush=True)
+        return 0
     prove.check_can_prove(libraries)
     rows = []
     for lib in libraries:

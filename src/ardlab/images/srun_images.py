@@ -1,0 +1,87 @@
+"""Each Apptainer image run the way a site runs it: the host's ``srun --mpi=<the table's plugin> -N 2 apptainer exec
+IMAGE ardlab ...`` on the emulated cluster's nodes, one rank a node (issue 40).
+
+Three launches per image: the ranks name their nodes (two distinct), the validated Allreduce (``ardlab bench allreduce
+--in-mpi --validate``, the library's default) and a Horovod step (``ardlab train-tf --in-mpi``, simplecnn on digits).
+The rows are written as ``<library>_allreduce.csv`` and ``<library>_horovod.csv`` in the output folder.
+
+    python -m ardlab.images srun-check [--images .cache/images] [--output DIR] [LIBRARY ...]
+
+Needs an emulated cluster that is up (``ardlab cluster up``, its settings in the environment) and ``apptainer`` on
+PATH (here: ``.cache/apptainer/bin``, after containers/setup-apptainer).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+HOSTS = ("from mpi4py import MPI; c = MPI.COMM_WORLD; names = c.gather(MPI.Get_processor_name()); "
+         "print('HOSTS', *sorted(names)) if c.rank == 0 else None")
+
+
+def image_path(images: Path, library: str) -> Path:
+    """The image containers/build writes for `library` (ardlab-<library>.sif)."""
+    return Path(images) / f"ardlab-{library}.sif"
+
+
+def check_ready(images: Path, libraries: list[str]) -> None:
+    """Refuse, before anything runs, what would fail in the first launch."""
+    from ardlab.comm import LIBRARIES
+
+    unknown = [lib for lib in libraries if lib not in LIBRARIES]
+    if unknown:
+        raise ValueError(f"unknown library {', '.join(map(repr, unknown))}; valid: {', '.join(LIBRARIES)}")
+    missing = [str(image_path(images, lib)) for lib in libraries if not image_path(images, lib).is_file()]
+    if missing:
+        raise FileNotFoundError(f"no image {', '.join(missing)} (containers/build --base debootstrap LIBRARY makes it)")
+    if shutil.which("apptainer") is None:
+        raise FileNotFoundError("apptainer is not on PATH (here: PATH=$PWD/.cache/apptainer/bin:$PATH, after "
+                                "containers/setup-apptainer)")
+    if not os.environ.get("SLURM_CONF"):
+        raise RuntimeError('no emulated cluster in the environment: ardlab cluster up, then eval "$(ardlab cluster '
+                           'env)"')
+
+
+def launch(library: str, nodes: int, image: Path, command: list[str], cwd: str, timeout_s: float = 600) -> str:
+    """`apptainer exec IMAGE <command>` as one rank on each of `nodes` nodes under the table's srun; its output."""
+    from ardlab.comm.launch import srun_command
+
+    argv, env = srun_command(library, nodes, nodes, ["apptainer", "exec", str(image), *command])
+    try:
+        proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired as e:
+        raise RuntimeError(f"`{' '.join(argv)}` did not finish in {timeout_s:.0f} s") from e
+    if proc.returncode != 0:
+        raise RuntimeError(f"`{' '.join(argv)}` failed (exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
+    return proc.stdout
+
+
+def check(library: str, image: Path, output: Path, nodes: int = 2, sizes: str = "4,64K,1M,4M") -> list[str]:
+    """The three launches for one image; the node names its ranks ran on. Rows land in `output` only when whole."""
+    from ardlab.results import atomic_open
+
+    work = tempfile.mkdtemp(prefix=f"ardlab-srun-{library}-", dir="/tmp")  # a folder the image sees (/tmp is bound)
+    try:
+        out = launch(library, nodes, image, ["python3", "-c", HOSTS], work)
+        (line,) = [ln for ln in out.splitlines() if ln.startswith("HOSTS")] or [""]
+        names = line.split()[1:]
+        if len(set(names)) != nodes:
+            raise RuntimeError(f"{library}: expected ranks on {nodes} distinct nodes, got {names}:\n{out[-2000:]}")
+        bench, train = Path(work) / "allreduce.csv", Path(work) / "horovod.csv"
+        launch(library, nodes, image, ["ardlab", "bench", "allreduce", "--in-mpi", "--library", library, "--sizes",
+                                       sizes, "--validate", "--no-progress", "--output", str(bench)], work)
+        launch(library, nodes, image, ["ardlab", "train-tf", "--in-mpi", "--library", library, "--model", "simplecnn",
+                                       "--dataset", "digits", "--batch-per-rank", "8", "--warmup-batches", "1",
+                                       "--iterations", "1", "--batches-per-iter", "4", "--no-progress", "--output",
+                                       str(train)], work)
+        output.mkdir(parents=True, exist_ok=True)
+        for src, name in ((bench, "allreduce"), (train, "horovod")):
+            with atomic_open(output / f"{library}_{name}.csv", "w") as f:
+                f.write(src.read_text())
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return names
