@@ -179,5 +179,45 @@ def test_pmix_ranks_inside_an_image_join_slurms_server_across_two_nodes(tiny_ima
     assert all(ln[5].startswith("Open MPI") for ln in lines), lines
 
 
+@pytest.mark.slow
+@ROOT_ONLY
+def test_the_mpich_image_builds_passes_its_test_and_runs_under_srun_on_two_nodes(tmp_path, monkeypatch):
+    """One of the three real images, as a site gets it: containers/build --base debootstrap (Apptainer's own build of
+    the committed definition, its %test: a 2-rank validated Allreduce and a Horovod step), then its ranks under
+    `srun --mpi=pmi2 -N 2 apptainer exec` on 2 emulated nodes (python -m ardlab.images srun-check). The image is kept
+    in the cache folder outside the clone, keyed by what it is made of: built again (about 7 minutes) only when
+    the definition or the files it copies changed, its build log (with %test) kept beside it."""
+    import shutil
+    import tempfile
+
+    import pandas as pd
+
+    from ardlab import cluster
+    from ardlab.images import srun_images
+
+    cache = Path(os.environ.get("ARDLAB_CACHE") or Path.home() / ".cache" / "ardlab") / "images"
+    build = run(CONTAINERS / "build", "--base", "debootstrap", "--output", cache, "mpich", timeout=2400)
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    assert "up to date" in build.stdout or "ardlab: built" in build.stdout, build.stdout[-2000:]
+    log = (cache / "ardlab-mpich.log").read_text()
+    assert "Running testscript" in log and "img/s" in log, log[-3000:]
+    image = srun_images.image_path(cache, "mpich")
+    state = Path(tempfile.mkdtemp(prefix="ardlab-cluster-", dir="/tmp")) / "state"
+    os.chmod(state.parent, 0o755)
+    c = cluster.up(2, "1gbit", state=state)
+    for k, v in {**c.env(), "PATH": f"{ROOT / '.cache' / 'apptainer' / 'bin'}:{os.environ['PATH']}"}.items():
+        monkeypatch.setenv(k, v)  # srun and apptainer read the cluster's settings from the environment
+    try:
+        names = srun_images.check("mpich", image, tmp_path / "rows")
+    finally:
+        cluster.down(state)
+        shutil.rmtree(state.parent, ignore_errors=True)
+    assert sorted(names) == ["n1", "n2"]
+    bench = pd.read_csv(tmp_path / "rows" / "mpich_allreduce.csv")
+    assert set(bench.nodes) == {2} and set(bench.link_rate) == {"1gbit"} and len(bench) == 4, bench
+    train = pd.read_csv(tmp_path / "rows" / "mpich_horovod.csv")
+    assert len(train) == 1 and train.img_per_s.iloc[0] > 0 and train.nodes.iloc[0] == 2, train
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "--runslow", "-q"]))

@@ -73,6 +73,8 @@ def snakemake(*args, timeout=1800, env=None):
     ({"microbench__nodes": [2]}, "exceeds max_nodes"),
     ({"microbench__sizes": "4,12Q"}, "config key 'microbench.sizes'"),
     ({"launcher": "srun", "images": {"mpich": "mpich.sif"}}, "config key 'images': 'openmpi' has no Apptainer image"),
+    ({"launcher": "srun", "libraries": ["mpich"], "images": {"mpich": "/nonexistent/mpich.sif"}},
+     "config key 'images.mpich': '/nonexistent/mpich.sif' is not a file"),
     ({"max_nodes": 2, "train__nodes": [2]}, "config key 'train.nodes': launcher local runs on one node"),
     ({"launcher": "srun", "max_nodes": 2, "max_ranks": 4, "train__nodes": [2], "train__ranks": [3]},
      "config key 'train.ranks': 3 ranks do not divide over 2 nodes"),

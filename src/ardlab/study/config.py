@@ -158,6 +158,10 @@ def check(config: dict) -> None:
             if lib not in config["images"]:
                 raise ValueError(f"config key 'images': {lib!r} has no Apptainer image; name one for every library, "
                                  "or none (the library environments then run on every node)")
+        for lib in libs if config["images"] else ():
+            if not Path(config["images"][lib]).is_file():
+                raise ValueError(f"config key 'images.{lib}': {config['images'][lib]!r} is not a file (containers/build "
+                                 "makes the images; a relative path is read from the repository's root)")
     else:
         for section in sections:
             if config[section]["enabled"] and max(config[section]["nodes"]) > 1:
