@@ -23,6 +23,7 @@ LAYERS = [
     "ardlab.horovod",  # TensorFlow + Horovod (translates ardlab.nn models)
     "ardlab.bench",  # microbenchmark and benchmark scripts
     "ardlab.analysis",  # tables, tuned files, cost models, figures
+    "ardlab.advise",  # `ardlab advise`: one job's calls raced within a budget, the choice checked in training
     "ardlab.study",  # the workflow's config, matrix and job commands
     "ardlab.rank",  # what each launched rank runs
     "ardlab.cli",  # the command line

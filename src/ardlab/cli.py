@@ -512,6 +512,41 @@ def _image_parser(s):
     s.set_defaults(func=run)
 
 
+def _advise_parser(s):
+    s.add_argument("--model", required=True, help="the model to train (ardlab's: alexnet, resnet20, vgg16, ...)")
+    s.add_argument("--framework", default="tensorflow", choices=["tensorflow", "nn"],
+                   help="TensorFlow + Horovod, or ardlab.nn (default %(default)s)")
+    s.add_argument("--ranks", type=int, default=2, help="ranks of the job (default %(default)s)")
+    s.add_argument("--nodes", type=int, default=1, help="nodes they spread over (--launcher srun)")
+    s.add_argument("--launcher", default="local", choices=["local", "srun"])
+    s.add_argument("--libraries", default=",".join(LIBRARIES), help="comma-separated (default: all of the table's)")
+    s.add_argument("--budget", default="30m", help="wall time for all of it: 30m, 90s, 1h (default %(default)s)")
+    s.add_argument("--batch-per-rank", type=int, default=16)
+    s.add_argument("--rounds", type=int, default=8, help="microbenchmark rounds at most (racing)")
+    s.add_argument("--check-rounds", type=int, default=5, help="paired training rounds of the check")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--output", default="advice", help="the run folder (default %(default)s)")
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(func=_advise)
+
+
+def _advise(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ardlab.advise import run
+
+    job = run.Job(args.framework, args.model, args.ranks, nodes=args.nodes, launcher=args.launcher,
+                  batch_per_rank=args.batch_per_rank)
+    settings = run.Settings([x for x in args.libraries.split(",") if x], run.parse_budget(args.budget),
+                            rounds=args.rounds, check_rounds=args.check_rounds, seed=args.seed,
+                            progress=not args.no_progress)
+    advice = run.advise(job, settings)
+    written = run.write(advice, Path(args.output))
+    print((Path(args.output) / "answer.md").read_text())
+    print(f"wrote {len(written)} files to {args.output}: " + ", ".join(p.name for p in written))
+    return 0
+
+
 def _rank_parser(s):
     s.add_argument("--plan", required=True, help="the run plan file the driver wrote")
     s.set_defaults(func=_rank)
@@ -534,6 +569,8 @@ COMMANDS = [
      _cluster_parser),
     ("image", "the Apptainer definitions proven in fresh Debian roots (root), ranks inside them under srun",
      _image_parser),
+    ("advise", "which library and algorithm make this training job fastest here: its calls raced within a budget, "
+               "the choice checked in training", _advise_parser),
     ("run", "run a workflow job: rounds of a comparison group (JSON) with the driver", _run_parser),
     ("rank", "what each launched rank runs: the plan file written by the driver", _rank_parser),
 ]

@@ -1,0 +1,137 @@
+"""What ``ardlab advise`` answers, from what it measured: a short table (library, setting, predicted and measured
+speedup over the library's default with intervals, verdict), the lines to export per library (one env file each),
+the tuning's cost and the training steps that repay it; the same as JSON and Markdown in the run folder.
+
+Predicted: the geometric mean over the microbenchmark's rounds of the default's predicted Allreduce time per step over
+the pick's (paired by round; its interval needs 5 rounds). Measured: the training check's img/s, pick over default,
+paired by round (ardlab.stats.speedup_ci). "the default is within noise of the best here" is an answer too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ardlab.comm.libraries import DEFAULT, library
+from ardlab.stats import FASTER, speedup_ci, verdict
+
+
+def _rate(check, lib: str, alg: str):
+    rows = check[(check["library"] == lib) & (check["algorithm"] == alg)]
+    return rows.set_index(rows["round"].astype(int))["img_per_s"].astype(float)
+
+
+def rows(advice) -> list[dict]:
+    """One row per library: its pick, the predicted and measured speedup over its default, the verdict."""
+    out = []
+    pred = advice.predictions
+    for lib, alg in advice.picks.items():
+        row = {"library": lib, "setting": alg, "predicted": 1.0, "predicted_low": math.nan,
+               "predicted_high": math.nan, "measured": 1.0, "measured_low": math.nan, "measured_high": math.nan,
+               "verdict": "the default is the best predicted here", "env": library(lib).algorithm_env(alg)}
+        if alg != DEFAULT:
+            p = pred[pred["library"] == lib].pivot_table(index="round", columns="algorithm",
+                                                         values="predicted_us_per_step")[[DEFAULT, alg]].dropna()
+            row["predicted"], row["predicted_low"], row["predicted_high"] = speedup_ci(p[DEFAULT], p[alg])
+            base, pick = _rate(advice.check, lib, DEFAULT), _rate(advice.check, lib, alg)
+            both = base.index.intersection(pick.index)
+            m, lo, hi = speedup_ci(pick[both].to_numpy(), base[both].to_numpy())  # rates: the other way round
+            row.update(measured=m, measured_low=lo, measured_high=hi)
+            v = verdict(lo, hi)
+            row["verdict"] = ("faster than the default" if v == FASTER else
+                              "the default is within noise of the best here" if lo == lo and lo <= 1 <= hi else v)
+        out.append(row)
+    return out
+
+
+def overall(advice) -> dict:
+    """The fastest setting of any library in the training check (the highest geometric mean img/s over the rounds),
+    and its speedup over every library's default, paired by round (all were measured in the same rounds)."""
+    check = advice.check
+    means = {(lib, alg): float(np.exp(np.log(g["img_per_s"].astype(float)).mean()))
+             for (lib, alg), g in check.groupby(["library", "algorithm"])}
+    lib, alg = max(means, key=means.get)
+    best = _rate(check, lib, alg)
+    over = {}
+    for other in advice.picks:
+        base = _rate(check, other, DEFAULT)
+        both = best.index.intersection(base.index)
+        m, lo, hi = speedup_ci(best[both].to_numpy(), base[both].to_numpy())
+        over[other] = {"speedup": m, "low": None if lo != lo else lo, "high": None if hi != hi else hi}
+    return {"library": lib, "setting": alg, "over_defaults": over}
+
+
+def cost(advice, table: list[dict]) -> dict:
+    """The tuning's wall time, and per library the training steps whose saved time repays it (None where the pick
+    saves nothing measurable)."""
+    total = advice.seconds.get("total", sum(advice.seconds.values()))
+    repay = {}
+    for row in table:
+        base = _rate(advice.check, row["library"], DEFAULT)
+        images = advice.job.batch_per_rank * advice.job.ranks
+        saved = (images / base.median()) * (1 - 1 / row["measured"]) if row["measured"] > 1 else 0.0
+        repay[row["library"]] = math.ceil(total / saved) if saved > 0 and row["verdict"].startswith("faster") \
+            else None
+    return {"seconds": round(total, 1), "steps_to_repay": repay}
+
+
+def exports(lib: str, alg: str) -> str:
+    """An env file: the settings that force `alg` in `lib`, to `source` before launching the job."""
+    env = library(lib).algorithm_env(alg)
+    head = f"# ardlab advise: {library(lib).display}, {alg}\n"
+    if not env:
+        return head + "# the library's default selection: nothing to set\n"
+    return head + "".join(f"export {k}={v}\n" for k, v in env.items())
+
+
+def markdown(advice, table: list[dict], spent: dict, best: dict | None = None) -> str:
+    def ci(m, lo, hi):
+        return f"{m:.2f}x" if lo != lo else f"{m:.2f}x [{lo:.2f}, {hi:.2f}]"
+
+    job = advice.job
+    lines = [f"# ardlab advise: {job.model} ({job.framework}), {job.ranks} ranks on {job.nodes} node(s)", "",
+             "| library | setting | predicted | measured | verdict |", "|---|---|---|---|---|"]
+    for r in table:
+        lines.append(f"| {library(r['library']).display} | {r['setting']} | "
+                     f"{ci(r['predicted'], r['predicted_low'], r['predicted_high'])} | "
+                     f"{ci(r['measured'], r['measured_low'], r['measured_high'])} | {r['verdict']} |")
+    if best:
+        over = ", ".join(f"{ci(v['speedup'], v['low'] if v['low'] is not None else math.nan, v['high'] or math.nan)}"
+                         f" over {library(lib).display}'s default" for lib, v in best["over_defaults"].items()
+                         if not (lib == best["library"] and best["setting"] == DEFAULT))
+        lines += ["", f"Fastest in training here: **{library(best['library']).display}, {best['setting']}**"
+                  + (f" ({over})." if over else ".")]
+    lines += ["", f"Speedups over each library's default (predicted: the microbenchmark's rounds; measured: "
+              f"{advice.settings.check_rounds} paired training rounds, 95% intervals). The tuning took "
+              f"{spent['seconds'] / 60:.1f} min."]
+    for lib, n in spent["steps_to_repay"].items():
+        if n is not None:
+            lines.append(f"- {library(lib).display}: repaid after {n} training steps.")
+    lines += ["", "To use a setting: `source <library>.env` (in this folder) before launching the job."]
+    return "\n".join(lines) + "\n"
+
+
+def write(advice, output: Path) -> list[Path]:
+    """answer.json, answer.md and one <library>.env per library into `output`."""
+    from ardlab.results import atomic_open
+
+    table = rows(advice)
+    spent = cost(advice, table)
+    best = overall(advice)
+    paths = []
+    for lib, alg in advice.picks.items():
+        path = output / f"{lib}.env"
+        with atomic_open(path, "w") as f:
+            f.write(exports(lib, alg))
+        paths.append(path)
+    doc = {"job": vars(advice.job), "libraries": advice.settings.libraries, "race": advice.race,
+           "answer": [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in table],
+           "overall": best, "cost": spent}
+    with atomic_open(output / "answer.json", "w") as f:
+        json.dump(doc, f, indent=2, default=str)
+    with atomic_open(output / "answer.md", "w") as f:
+        f.write(markdown(advice, table, spent, best))
+    return paths + [output / "answer.json", output / "answer.md"]

@@ -1,0 +1,326 @@
+"""``ardlab advise``: the question answered for one training job on the allocation it runs on, within a time budget.
+
+1. Learn the job's calls: a few training steps with every MPI_Allreduce counted (``ardlab.bench.callsizes``), the
+   sizes and calls a step hands MPI (Horovod's fused buffers included).
+2. Measure only what matters: the microbenchmark at those sizes, every installed library x applicable algorithm
+   (the table's silent fallbacks left out), validated (each call's sum checked), in paired, interleaved rounds;
+   after each round, algorithms clearly slower than their library's leader leave the race (``ardlab.advise.race``);
+   each library's default always stays (it is what the choice is checked against).
+3. Predict each candidate's Allreduce time per step (``ardlab.analysis.picks.predict``: the calls x the measured
+   times), pick per library and overall.
+4. Check in training: each library's default against its pick, paired and interleaved (``ardlab.driver``), the
+   measured speedup with its interval beside the predicted one.
+
+Racing stops when the rounds asked for are done or when the training check would no longer fit the budget. What
+cannot be seen is said: calls other than sums (Horovod's coordination) are listed but not tuned for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FRAMEWORKS = {"tensorflow": "train-tf", "nn": "train"}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$")
+
+
+def parse_budget(text: str) -> float:
+    """Seconds of a budget written as 90s, 30m, 1.5h or a bare number of minutes."""
+    m = _DURATION.match(str(text))
+    if not m:
+        raise ValueError(f"--budget {text!r} is not a duration (e.g. 30m, 90s, 1h)")
+    value, unit = float(m.group(1)), (m.group(2) or "m")[0]
+    seconds = value * {"s": 1, "m": 60, "h": 3600}[unit]
+    if seconds <= 0:
+        raise ValueError(f"--budget {text!r} must be positive")
+    return seconds
+
+
+@dataclass
+class Job:
+    """What is advised for: a model of one of ardlab's frameworks, on `ranks` ranks over `nodes` nodes."""
+
+    framework: str
+    model: str
+    ranks: int
+    nodes: int = 1
+    launcher: str = "local"
+    batch_per_rank: int = 16
+    threads: int = 1
+    timeout_s: float = 900
+
+    def __post_init__(self):
+        if self.framework not in FRAMEWORKS:
+            raise ValueError(f"--framework {self.framework!r}: one of {', '.join(FRAMEWORKS)}")
+        if self.ranks < 2:
+            raise ValueError(f"--ranks {self.ranks}: an Allreduce needs at least 2 ranks")
+        if self.nodes > 1 and self.launcher != "srun":
+            raise ValueError(f"--nodes {self.nodes} needs --launcher srun (the local launcher runs on one node)")
+        if self.ranks % self.nodes:
+            raise ValueError(f"--ranks {self.ranks} do not divide over --nodes {self.nodes}")
+
+    def launch_fields(self) -> dict:
+        return {"nodes": self.nodes, "launcher": self.launcher, "threads": self.threads, "timeout_s": self.timeout_s,
+                "progress": False}
+
+    def training_plan(self, library_name: str, *, steps: int, algorithm: str = "default"):
+        """A training run of this job (ardlab.plan.RunPlan): `steps` timed steps after one warm-up."""
+        if self.framework == "nn":
+            from ardlab.nn import trainer
+
+            return trainer.run_plan(library_name, ranks=self.ranks, algorithm=algorithm, options={
+                "model": self.model, "dataset": "synthetic", "batch_per_rank": self.batch_per_rank,
+                "steps": steps, "warmup_steps": 1}, **self.launch_fields())
+        from ardlab.horovod import train
+
+        return train.run_plan(library_name, ranks=self.ranks, algorithm=algorithm, knobs={"fusion_threshold_mb": 64},
+                              options={"model": self.model, "batch_per_rank": self.batch_per_rank,
+                                       "warmup_batches": 1, "batches_per_iter": steps, "iterations": 1},
+                              **self.launch_fields())
+
+
+@dataclass
+class Settings:
+    libraries: list[str]
+    budget_s: float
+    rounds: int = 8  # microbenchmark rounds at most (racing may end them earlier)
+    check_rounds: int = 5  # paired training rounds of the check (ardlab.stats.MIN_ROUNDS for an interval)
+    check_steps: int = 3
+    seed: int = 0
+    progress: bool = True
+
+
+@dataclass
+class Advice:
+    """Everything measured and decided (see ardlab.advise.answer for how it is shown and written)."""
+
+    job: Job
+    settings: Settings
+    calls: object  # pandas: bytes, op, calls_per_step (what one step hands MPI)
+    bench: object = None  # pandas: every microbenchmark row
+    race: list[dict] = field(default_factory=list)  # per round: who was measured, who left
+    predictions: object = None  # pandas: library, algorithm, predicted_us_per_step (median over rounds)
+    picks: dict[str, str] = field(default_factory=dict)  # library -> algorithm
+    check: object = None  # pandas: every training row of the check
+    seconds: dict[str, float] = field(default_factory=dict)  # phase -> wall seconds
+
+
+def check_inputs(job: Job, settings: Settings) -> None:
+    """Every reason advice cannot be given, before anything is measured."""
+    from ardlab.comm import LIBRARIES
+    from ardlab.comm.launch import require_env
+
+    unknown = [lib for lib in settings.libraries if lib not in LIBRARIES]
+    if unknown:
+        raise ValueError(f"--libraries: unknown {', '.join(map(repr, unknown))}; valid: {', '.join(LIBRARIES)}")
+    for lib in settings.libraries:
+        require_env(lib)  # names the set-up command
+    job.training_plan(settings.libraries[0], steps=settings.check_steps)  # an unknown model fails here
+    if settings.check_rounds < 5:
+        raise ValueError(f"--check-rounds {settings.check_rounds}: a speedup needs 5 paired rounds for an interval")
+    if settings.rounds < 1:
+        raise ValueError(f"--rounds {settings.rounds} must be at least 1")
+    if job.launcher == "srun":
+        import os
+
+        if not os.environ.get("SLURM_CONF") and not os.environ.get("SLURM_JOB_ID"):
+            raise RuntimeError("--launcher srun needs a Slurm cluster: run inside an allocation (salloc), or on the "
+                               "emulated one after `ardlab cluster up` and `eval \"$(ardlab cluster env)\"`")
+
+
+def sizes_of(calls, most: int = 8) -> list[int]:
+    """The message sizes to measure: every summed size a step hands MPI when there are at most `most`, else the
+    smallest, the largest and the byte-weighted quantiles between (interpolation covers the rest)."""
+    import numpy as np
+
+    sums = calls[calls["op"] == "sum"].groupby("bytes", as_index=False)["calls_per_step"].sum()
+    if sums.empty:
+        raise RuntimeError("the job made no summing MPI_Allreduce: nothing for an Allreduce algorithm to speed up")
+    sizes = sorted(int(b) for b in sums["bytes"])
+    if len(sizes) <= most:
+        return sizes
+    weight = (sums["bytes"] * sums["calls_per_step"]).to_numpy()
+    cum = np.cumsum(weight) / weight.sum()
+    picked = {sizes[0], sizes[-1]}
+    for q in np.linspace(0, 1, most)[1:-1]:
+        picked.add(int(sums["bytes"].to_numpy()[np.searchsorted(cum, q)]))
+    return sorted(picked)
+
+
+def candidates(library_name: str, job: Job, sizes: list[int]) -> list[str]:
+    """The library's default and every native algorithm that applies at some size and does not silently run the
+    default on this build (the table's runs_default)."""
+    from ardlab.bench.allreduce import why_inapplicable
+    from ardlab.comm.libraries import DEFAULT, library
+
+    lib = library(library_name)
+    out = [DEFAULT]
+    for name, alg in lib.algorithms.items():
+        if name == DEFAULT or alg.implementation != "native" or alg.runs_default:
+            continue
+        if any(why_inapplicable(alg, ranks=job.ranks, nodes=job.nodes, count=max(1, s // 4)) is None for s in sizes):
+            out.append(name)
+    return out
+
+
+def learn_calls(job: Job, library_name: str, steps: int = 3):
+    """The Allreduce calls of `steps` training steps (one warm-up before), counted on every rank."""
+    import pandas as pd
+
+    from ardlab.bench.callsizes import count
+
+    calls = pd.DataFrame(count(job.training_plan(library_name, steps=steps)))
+    return calls.astype({"bytes": int, "calls": int, "calls_per_step": float})
+
+
+def _bench_round(job: Job, alive: dict[str, list[str]], sizes: list[int], r: int, seed: int):
+    """One round of the microbenchmark: every candidate still racing, one launch each, in a shuffled order."""
+    import pandas as pd
+
+    from ardlab.bench.allreduce import run_plan
+    from ardlab.driver import run_comparison
+    from ardlab.plan import Comparison
+
+    variants = []
+    for lib, names in alive.items():
+        base = run_plan(lib, ranks=job.ranks, sizes=sizes, algorithms=names, own=False, validate=True,
+                        skip_inapplicable=True, **job.launch_fields())
+        variants += [dataclasses.replace(base, options={**base.options, "algorithms": [n]}) for n in names]
+    c = Comparison("advise-microbench", variants, rounds=1, first_round=r, seed=seed, progress=False)
+    return pd.DataFrame(run_comparison(c))
+
+
+def predicted(bench, calls):
+    """Per round, library and algorithm: the predicted Allreduce microseconds per step (ardlab.analysis.picks)."""
+    import pandas as pd
+
+    from ardlab.analysis.picks import predict
+
+    bench = bench.assign(avg_us=bench["avg_us"].astype(float), size_bytes=bench["size_bytes"].astype(int),
+                         ranks=bench["ranks"].astype(int), nodes=bench["nodes"].astype(int))
+    sums = calls[calls["op"] == "sum"]
+    frames = []
+    for r, g in bench.groupby("round"):
+        p = predict(g, sums)
+        frames.append(p.assign(round=int(r))[["round", "library", "algorithm", "predicted_us_per_step"]])
+    return pd.concat(frames, ignore_index=True)
+
+
+def race(job: Job, settings: Settings, calls, sizes: list[int], deadline: float, check_estimate_s: float,
+         tick=lambda: None):
+    """The racing rounds: (every microbenchmark row, per-round predictions, the race's log)."""
+    import pandas as pd
+
+    from ardlab.advise.race import to_drop
+    from ardlab.comm.libraries import DEFAULT
+
+    alive = {lib: candidates(lib, job, sizes) for lib in settings.libraries}
+    rows, log, round_s = [], [], 0.0
+    for r in range(settings.rounds):
+        if r > 0 and time.monotonic() + round_s + check_estimate_s > deadline:
+            log.append({"round": r, "event": "stopped: the next round and the training check would exceed the "
+                                              "budget"})
+            break
+        started = time.monotonic()
+        rows.append(_bench_round(job, alive, sizes, r, settings.seed))
+        round_s = time.monotonic() - started
+        pred = predicted(pd.concat(rows, ignore_index=True), calls)
+        measured = sum(len(v) for v in alive.values())
+        left = []
+        for lib in list(alive):
+            p = pred[pred["library"] == lib].pivot_table(index="round", columns="algorithm",
+                                                         values="predicted_us_per_step")
+            p = p[[a for a in alive[lib] if a in p.columns]].dropna()
+            gone = to_drop({a: p[a].to_numpy() for a in p.columns}, keep=[DEFAULT])
+            alive[lib] = [a for a in alive[lib] if a not in gone]
+            left += [f"{lib}/{a}" for a in sorted(gone)]
+        log.append({"round": r, "measured": measured, "seconds": round(round_s, 1), "dropped": " ".join(left)})
+        tick()
+    return pd.concat(rows, ignore_index=True), predicted(pd.concat(rows, ignore_index=True), calls), log
+
+
+def choose(predictions) -> dict[str, str]:
+    """Per library, the algorithm with the lowest median predicted time per step over the rounds (the default
+    included: it may be the best)."""
+    med = predictions.groupby(["library", "algorithm"], as_index=False)["predicted_us_per_step"].median()
+    return {lib: g.sort_values("predicted_us_per_step")["algorithm"].iloc[0] for lib, g in med.groupby("library")}
+
+
+def check_training(job: Job, settings: Settings, picks: dict[str, str]):
+    """Each library's default and its pick (where it is not the default) in paired, interleaved training rounds."""
+    import pandas as pd
+
+    from ardlab.comm.libraries import DEFAULT
+    from ardlab.driver import run_comparison
+    from ardlab.plan import Comparison
+
+    variants = []
+    for lib, alg in picks.items():
+        variants.append(job.training_plan(lib, steps=settings.check_steps))
+        if alg != DEFAULT:
+            variants.append(job.training_plan(lib, steps=settings.check_steps, algorithm=alg))
+    c = Comparison("advise-check", variants, rounds=settings.check_rounds, seed=settings.seed + 1,
+                   progress=settings.progress, switch_in_launch=True)
+    return pd.DataFrame(run_comparison(c))
+
+
+def advise(job: Job, settings: Settings) -> Advice:
+    """Learn, race, choose, check (the module's docstring), within settings.budget_s."""
+    from tqdm import tqdm
+
+    check_inputs(job, settings)
+    start = time.monotonic()
+    deadline = start + settings.budget_s
+    bar = tqdm(total=int(settings.budget_s), unit="s", desc="advise", disable=not settings.progress,
+               bar_format="{desc}: {percentage:3.0f}% of the budget |{bar}| {postfix}")
+
+    def tick(what: str = "") -> None:
+        bar.n = min(int(time.monotonic() - start), int(settings.budget_s))
+        bar.set_postfix_str(f"{what} {max(0, deadline - time.monotonic()) / 60:.1f} min left".strip())
+
+    tick("learning the job's calls")
+    t0 = time.monotonic()
+    calls = learn_calls(job, settings.libraries[0])
+    learn_s = time.monotonic() - t0
+    advice = Advice(job, settings, calls, seconds={"learn": learn_s})
+    sizes = sizes_of(calls)
+    # a training launch took learn_s; the check runs (1 + picks) launches a library (fewer: switched in a launch)
+    check_estimate = learn_s * settings.check_rounds * len(settings.libraries) * 1.5
+    if start + learn_s + check_estimate > deadline:
+        need = (learn_s + check_estimate) * 1.3 / 60
+        raise ValueError(f"--budget {settings.budget_s / 60:.0f}m cannot hold one microbenchmark round and the "
+                         f"training check ({check_estimate / 60:.1f} min estimated from the first training run); "
+                         f"give at least {need:.0f}m")
+    tick("racing")
+    t0 = time.monotonic()
+    advice.bench, advice.predictions, advice.race = race(job, settings, calls, sizes, deadline, check_estimate,
+                                                         tick=lambda: tick("racing"))
+    advice.seconds["microbench"] = time.monotonic() - t0
+    advice.picks = choose(advice.predictions)
+    tick("training check")
+    t0 = time.monotonic()
+    advice.check = check_training(job, settings, advice.picks)
+    advice.seconds["check"] = time.monotonic() - t0
+    advice.seconds["total"] = time.monotonic() - start
+    tick("done")
+    bar.close()
+    return advice
+
+
+def write(advice: Advice, output: Path) -> list[Path]:
+    """The run folder: the rows as measured, the answer (ardlab.advise.answer) as JSON and Markdown, env files."""
+    from ardlab.advise import answer
+    from ardlab.results import atomic_open
+
+    output.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, frame in (("calls", advice.calls), ("microbench", advice.bench), ("predictions", advice.predictions),
+                        ("check", advice.check)):
+        path = output / f"{name}.csv"
+        with atomic_open(path, "w", newline="") as f:
+            frame.to_csv(f, index=False)
+        written.append(path)
+    return written + answer.write(advice, output)
