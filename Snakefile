@@ -27,6 +27,10 @@ if not config:
                      "workflow/config/local.yaml) or --configfile FILE")
 study.validate(config)
 R = config["results"]
+
+
+onstart:
+    study.check_images(config)  # before the first job; a dry run plans without the images
 JOBS = study.jobs(config)
 
 wildcard_constraints:

@@ -73,8 +73,6 @@ def snakemake(*args, timeout=1800, env=None):
     ({"microbench__nodes": [2]}, "exceeds max_nodes"),
     ({"microbench__sizes": "4,12Q"}, "config key 'microbench.sizes'"),
     ({"launcher": "srun", "images": {"mpich": "mpich.sif"}}, "config key 'images': 'openmpi' has no Apptainer image"),
-    ({"launcher": "srun", "libraries": ["mpich"], "images": {"mpich": "/nonexistent/mpich.sif"}},
-     "config key 'images.mpich': '/nonexistent/mpich.sif' is not a file"),
     ({"max_nodes": 2, "train__nodes": [2]}, "config key 'train.nodes': launcher local runs on one node"),
     ({"launcher": "srun", "max_nodes": 2, "max_ranks": 4, "train__nodes": [2], "train__ranks": [3]},
      "config key 'train.ranks': 3 ranks do not divide over 2 nodes"),
@@ -121,6 +119,18 @@ def test_bad_config_fails_before_any_job(tmp_path):
     assert proc.returncode != 0
     assert "config key 'train.models[0]': unknown value 'resnet7'" in proc.stdout + proc.stderr
     assert not Path(cfg["results"]).exists(), "a job ran despite the invalid config"
+
+
+def test_a_missing_image_fails_before_any_job_but_plans(tmp_path):
+    """A config naming an image that is not there plans (a dry run, on a machine without the images) and fails
+    before its first job when run."""
+    path, cfg = tiny(tmp_path, launcher="srun", libraries=["mpich"], images={"mpich": "/nonexistent/mpich.sif"})
+    assert snakemake("-n", "--quiet", "all", "--configfile", path, timeout=300).returncode == 0
+    proc = snakemake("--cores", "1", "--configfile", path, timeout=300)
+    assert proc.returncode != 0
+    assert "config key 'images.mpich': '/nonexistent/mpich.sif' is not a file" in proc.stdout + proc.stderr
+    made = [p for p in Path(cfg["results"]).rglob("*") if p.is_file() and ".plans" not in p.parts]
+    assert not made, f"a job ran despite the missing image: {made}"  # planning writes only the plans
 
 
 def test_ranks_beyond_the_profile_rejected(tmp_path):

@@ -60,6 +60,18 @@ def validate(config: dict) -> dict:
     return config
 
 
+
+def check_images(config: dict) -> None:
+    """Every image the config names is a file (run before the first job: the Snakefile's onstart; a dry run of a
+    cluster's config is planned on machines without the images)."""
+    if config["launcher"] != "srun":
+        return
+    for lib in config["libraries"]:
+        image = config["images"].get(lib)
+        if image and not Path(image).is_file():
+            raise ValueError(f"config key 'images.{lib}': {image!r} is not a file (containers/build makes the images; "
+                             "a relative path is read from the repository's root)")
+
 def _algorithms(spec, lib: str, key: str, *, own: bool, nodes: int) -> list[str]:
     """Expand an algorithms spec for one library (names checked against the table)."""
     table = library(lib).algorithms
@@ -158,10 +170,6 @@ def check(config: dict) -> None:
             if lib not in config["images"]:
                 raise ValueError(f"config key 'images': {lib!r} has no Apptainer image; name one for every library, "
                                  "or none (the library environments then run on every node)")
-        for lib in libs if config["images"] else ():
-            if not Path(config["images"][lib]).is_file():
-                raise ValueError(f"config key 'images.{lib}': {config['images'][lib]!r} is not a file (containers/build "
-                                 "makes the images; a relative path is read from the repository's root)")
     else:
         for section in sections:
             if config[section]["enabled"] and max(config[section]["nodes"]) > 1:
