@@ -200,7 +200,7 @@ def test_the_mpich_image_builds_passes_its_test_and_runs_under_srun_on_two_nodes
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     assert "up to date" in build.stdout or "ardlab: built" in build.stdout, build.stdout[-2000:]
     log = (cache / "ardlab-mpich.log").read_text()
-    assert "Running testscript" in log and "img/s" in log, log[-3000:]
+    assert "Running testscript" in log and "framework=tensorflow, model=simplecnn" in log, log[-3000:]
     image = srun_images.image_path(cache, "mpich")
     state = Path(tempfile.mkdtemp(prefix="ardlab-cluster-", dir="/tmp")) / "state"
     os.chmod(state.parent, 0o755)
