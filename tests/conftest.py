@@ -64,7 +64,8 @@ def mpirun(library: str, ranks: int, argv, *, algorithm: str = "default", timeou
     proc = launch.run(library, ranks, [str(a) for a in argv], algorithm=algorithm, timeout=timeout,
                       extra_env=extra_env)
     if proc.returncode != 0:
-        pytest.fail(f"{library} x{ranks} {argv} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        pytest.fail(f"{library} x{ranks} {argv} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n"
+                    f"{proc.stderr[-3000:]}")
     return proc
 
 

@@ -5,9 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ardlab.analysis import comparisons as cmp
-from ardlab.analysis import study_claims as sc
-from ardlab.analysis import versus_study as vs
+from ardlab.analysis import comparisons as cmp, study_claims as sc, versus_study as vs
 
 ROUNDS = 6
 

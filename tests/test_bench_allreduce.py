@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from ardlab.results import BENCH_COLUMNS, write_csv
 from ardlab.comm import algorithms
+from ardlab.results import BENCH_COLUMNS, write_csv
 from conftest import ardlab
 
 SIZES = "4,64,4K,64K,1M"

@@ -14,7 +14,8 @@ def _rounds(ratio_by_queue: dict, rounds: int = 6) -> pd.DataFrame:
     for r in range(rounds):
         speed = np.exp(rng.normal(0, 0.3))  # the machine's drift between rounds, shared by a round's launches
         for queue, ratio in ratio_by_queue.items():
-            for alg, t, nbytes, drops in (("default", 100.0 * ratio, 4.2e6, 70.0), ("rabenseifner", 100.0, 2.1e6, 25.0)):
+            for alg, t, nbytes, drops in (("default", 100.0 * ratio, 4.2e6, 70.0),
+                                          ("rabenseifner", 100.0, 2.1e6, 25.0)):
                 rows.append({"round": r, "queue": queue, "settings": "none", "library": "intelmpi", "algorithm": alg,
                              "size_bytes": 1 << 20, "mpi_tuning_file": "tuning_generic_shm-ofi.dat",
                              "avg_us": t * speed * np.exp(rng.normal(0, 0.02)), "net_tx_bytes_per_call": nbytes,

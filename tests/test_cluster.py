@@ -154,8 +154,8 @@ def test_mpich_inside_an_allocation_starts_with_its_own_hydra(four_nodes, tmp_pa
                           capture_output=True, text=True, timeout=300)
     text = out.read_text() if out.exists() else ""
     assert proc.returncode == 0, proc.stdout + proc.stderr + text
-    assert "ARGV " + launch.env_prefix("mpich").joinpath("bin", "mpiexec").as_posix() + " -launcher slurm -hosts n1,n2" \
-        in text, text
+    mpiexec = launch.env_prefix("mpich").joinpath("bin", "mpiexec").as_posix()
+    assert "ARGV " + mpiexec + " -launcher slurm -hosts n1,n2" in text, text
     (line,) = [ln for ln in text.splitlines() if ln.lstrip().startswith("HOSTS")]
     assert line.split()[1:] == ["n1", "n1", "n2", "n2"], text
     assert "EXIT 0" in text, text

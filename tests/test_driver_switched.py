@@ -96,7 +96,8 @@ def test_switched_rows_per_variant(tmp_path):
     for x in rows:
         assert x["launch_variants"] == ("1" if x["library"] == "intelmpi" else "2")
         assert float(x["img_per_s"]) > 0
-        cvar = {"mpich": "MPI_T:MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=", "openmpi": "MPI_T:coll_tuned_allreduce_algorithm="}
+        cvar = {"mpich": "MPI_T:MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=",
+                "openmpi": "MPI_T:coll_tuned_allreduce_algorithm="}
         if x["library"] in cvar:
             assert (cvar[x["library"]] in x["knobs"]) == (x["algorithm"] == "ring"), x["knobs"]
     assert "OMPI_MCA_coll_tuned_use_dynamic_rules=1" in next(x["knobs"] for x in rows if x["library"] == "openmpi")

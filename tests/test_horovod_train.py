@@ -124,7 +124,8 @@ def test_bad_input_before_launch(args, message, tmp_path):
 def test_image_too_small_for_model(tmp_path):
     proc = ardlab("train-tf", "--library", "mpich", "--ranks", 1, "--model", "keras_inceptionv3", "--image-size", 32,
                   "--no-progress", check=False)
-    assert proc.returncode != 0 and "model keras_inceptionv3 needs images of at least 75x75" in proc.stderr + proc.stdout
+    assert proc.returncode != 0
+    assert "model keras_inceptionv3 needs images of at least 75x75" in proc.stderr + proc.stdout
 
 
 def test_environment_without_horovod():

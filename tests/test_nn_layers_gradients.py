@@ -8,8 +8,23 @@ import numpy as np
 import pytest
 
 from ardlab.nn import initializers, losses
-from ardlab.nn.layers import (Add, AveragePool2D, BatchNormalization, Concatenate, Conv2D, Dense, Flatten,
-                              GlobalAveragePool, Input, LeakyReLU, MaxPool2D, ReLU, Sigmoid, Softmax, Tanh)
+from ardlab.nn.layers import (
+    Add,
+    AveragePool2D,
+    BatchNormalization,
+    Concatenate,
+    Conv2D,
+    Dense,
+    Flatten,
+    GlobalAveragePool,
+    Input,
+    LeakyReLU,
+    MaxPool2D,
+    ReLU,
+    Sigmoid,
+    Softmax,
+    Tanh,
+)
 from ardlab.nn.model import Model
 
 EPS = 1e-6

@@ -28,7 +28,8 @@ def results(tmp_path_factory):
 
 
 CASES = ["conv3x3_same", "conv3x3_stride2_valid_odd", "conv3x5_stride21_same", "conv5x5_stride2_same_nobias",
-         "conv1x1", "conv_groups2", "conv_depthwise", "conv_depthwise_stride2", "maxpool2", "maxpool2_ties", "maxpool2_odd_valid",
+         "conv1x1", "conv_groups2", "conv_depthwise", "conv_depthwise_stride2", "maxpool2", "maxpool2_ties",
+         "maxpool2_odd_valid",
          "maxpool3_stride2_ties",
          "maxpool3_stride2_same_odd", "avgpool2", "avgpool3_stride2_valid_odd", "global_avgpool", "dense",
          "dense_nobias", "batchnorm_train", "batchnorm_inference", "relu", "leaky_relu", "sigmoid", "tanh",

@@ -195,8 +195,9 @@ def test_sgd_steps_agree_between_backends(name):
                     [(_sgd_run(name, "onednn", ref[0], xp, labels), fast) for xp in nudged]
         for step, gap in gaps.items():
             floor = max(_gap(p[step], own[step]) for p, own in perturbed)
-            assert gap <= max(1e-4, 10 * floor), (f"{name}: after step {step} the backends differ by {gap:.1e}, "
-                                                  f"either backend from itself on 1-ulp-perturbed inputs by {floor:.1e}")
+            assert gap <= max(1e-4, 10 * floor), (
+                f"{name}: after step {step} the backends differ by {gap:.1e}, either backend from itself on "
+                f"1-ulp-perturbed inputs by {floor:.1e}")
 
 
 def test_onednn_layers_refuse_other_precisions():

@@ -12,7 +12,6 @@ import pytest
 
 from conftest import PROGRAMS, ardlab, mpirun
 
-
 TOLERANCE = {"numpy": {"rtol": 1e-9, "atol": 1e-11}, "onednn": {"rtol": 1e-4, "atol": 1e-6}}
 
 

@@ -118,7 +118,8 @@ def test_image_folders(tmp_path):
     for cls in ("cat", "dog"):
         (tmp_path / "train" / cls).mkdir(parents=True)
         for i in range(3):
-            Image.fromarray(rng.integers(0, 256, (40, 30, 3), dtype=np.uint8)).save(tmp_path / "train" / cls / f"{i}.jpg")
+            pixels = rng.integers(0, 256, (40, 30, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(tmp_path / "train" / cls / f"{i}.jpg")
     ds = data.load("images", tmp_path, "train", shape=(16, 16))
     assert ds.x.shape == (6, 16, 16, 3) and ds.classes == 2 and list(ds.y) == [0, 0, 0, 1, 1, 1]
     (tmp_path / "train" / "dog" / "bad.jpg").write_bytes(b"not a jpeg")

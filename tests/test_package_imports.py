@@ -49,7 +49,8 @@ def imports(name: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:  # relative import
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
             if not base.startswith("ardlab"):
                 continue
             for a in node.names:  # `from pkg import submodule` imports the submodule

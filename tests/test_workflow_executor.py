@@ -8,9 +8,8 @@ import dataclasses
 import subprocess
 import sys
 
-from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry
-
 import snakemake_executor_plugin_slurm as slurm
+from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry
 
 
 def test_snakemake_finds_the_executor_with_every_slurm_setting():

@@ -19,8 +19,7 @@ import pytest
 import yaml
 
 from ardlab.comm import library
-from ardlab.study import commands
-from ardlab.study import config as study
+from ardlab.study import commands, config as study
 from conftest import ROOT
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]

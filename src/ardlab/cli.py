@@ -2,7 +2,8 @@
 
     info | probe | bench allreduce | train | train-tf | tune | report | predict | cluster | image | run | rank
 
-Measuring subcommands build a validated run plan (the kind's ``run_plan``) and hand it to the driver (``ardlab.driver``),
+Measuring subcommands build a validated run plan (the kind's ``run_plan``) and hand it to the driver
+(``ardlab.driver``),
 which starts the ranks; with ``--in-mpi`` (started by the user's own launcher, e.g. srun) the plan runs in this
 process (``ardlab.rank``). Choice lists come from ardlab's registries, never typed twice.
 """
@@ -355,9 +356,9 @@ def _probe_parser(s):
 
 def _bench_allreduce_parser(s):
     from ardlab.bench.allreduce import BUDGET_MIB, DTYPES, MAX_ITERATIONS
+    from ardlab.bench.sizes import DEFAULT_SIZES
     from ardlab.bench.timeloop import TIMERS
     from ardlab.comm.startup import THREAD_LEVELS
-    from ardlab.bench.sizes import DEFAULT_SIZES
 
     _launch_arguments(s, ranks=2, threads=None, threads_help="thread variables of every rank (default: unset)")
     g = s.add_mutually_exclusive_group()

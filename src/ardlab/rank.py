@@ -92,11 +92,11 @@ def _switched(plan: RunPlan, train) -> list:
 def _counted(train, nodes: int):
     """`train` with TCP's losses on every node counted around it (ardlab.comm.traffic.LossCounter, on COMM_WORLD,
     whatever communicator the run trains on) and written into its row per step run; nothing counted on one node."""
+    import socket
+
     from mpi4py import MPI
 
     from ardlab.comm.traffic import LossCounter, loss_fields, node_leader
-
-    import socket
 
     world = MPI.COMM_WORLD
     leader = node_leader(world.allgather(socket.gethostname()), world.Get_rank())

@@ -112,7 +112,8 @@ def summary_row(*, rates: Sequence[float], loss: float, accuracy: float, top5: f
         raise ValueError(f"summary row fields {unknown} are not training columns")
     seconds = {"compute_s": compute_s, "allreduce_s": allreduce_s, "wait_s": wait_s}
     return {**fields, "img_per_s": f"{statistics.fmean(rates):.2f}",
-            "img_per_s_ci95": f"{1.96 * statistics.stdev(rates) / math.sqrt(len(rates)):.2f}" if len(rates) > 1 else "0",
+            "img_per_s_ci95": (f"{1.96 * statistics.stdev(rates) / math.sqrt(len(rates)):.2f}" if len(rates) > 1
+                               else "0"),
             **{k: "" if v is None else f"{v:.4f}" for k, v in seconds.items()},
             "final_loss": f"{loss:.6f}", "final_accuracy": f"{accuracy:.4f}", "final_top5_accuracy": f"{top5:.4f}"}
 
@@ -134,7 +135,8 @@ def recorded_config(run: str | os.PathLike) -> dict:
 
     path = Path(run) / "run.yaml"
     if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing: {run} is not a run folder (the workflow's run_info rule writes it)")
+        raise FileNotFoundError(f"{path} is missing: {run} is not a run folder (the workflow's run_info rule writes "
+                                "it)")
     return (yaml.safe_load(path.read_text()) or {}).get("config") or {}
 
 

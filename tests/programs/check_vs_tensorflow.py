@@ -10,13 +10,11 @@ import json
 import sys
 
 import numpy as np
+import tensorflow as tf  # noqa: E402
 
 from ardlab.horovod import models as kmodels  # sets TF_USE_LEGACY_KERAS before TensorFlow loads
-from ardlab.nn import layers as L
-from ardlab.nn import losses
+from ardlab.nn import layers as L, losses
 from ardlab.nn.model import Model
-
-import tensorflow as tf  # noqa: E402
 
 CASES = {
     "conv3x3_same": ((9, 9, 3), lambda: L.Conv2D(8, 3, 1, "same")),
@@ -28,8 +26,8 @@ CASES = {
     "conv_depthwise": ((8, 8, 4), lambda: L.Conv2D(4, 3, 1, "same", groups=4)),
     "conv_depthwise_stride2": ((9, 9, 6), lambda: L.Conv2D(6, 3, 2, "same", groups=6)),
     "maxpool2": ((8, 8, 3), lambda: L.MaxPool2D(2)),
-    "maxpool2_ties": ((8, 8, 3), lambda: L.MaxPool2D(2)),
-    "maxpool2_odd_valid": ((9, 7, 3), lambda: L.MaxPool2D(2)),  # the last row/column is in no window  # ReLU-like input: whole windows of zeros
+    "maxpool2_ties": ((8, 8, 3), lambda: L.MaxPool2D(2)),  # ReLU-like input: whole windows of zeros
+    "maxpool2_odd_valid": ((9, 7, 3), lambda: L.MaxPool2D(2)),  # the last row/column is in no window
     "maxpool3_stride2_ties": ((9, 9, 2), lambda: L.MaxPool2D(3, 2, "valid")),
     "maxpool3_stride2_same_odd": ((9, 9, 3), lambda: L.MaxPool2D(3, 2, "same")),
     "avgpool2": ((8, 6, 3), lambda: L.AveragePool2D(2)),

@@ -8,7 +8,8 @@ the fold: where p is not a power of two, recursive doubling and Rabenseifner fir
 vectors into partners and send the result back at the end (f = 2: the whole vector there and back). The fold
 is a phase of its own (its transfers are serial, half the ranks idle, the reduction between them unoverlapped):
 measured across 3 nodes at 1 Gbit/s, Intel MPI's Rabenseifner took 2.1-2.2x the wire time of its fold's and
-reduce-scatter's bytes, the others (MPICH's, Open MPI's, ours) 0.83-1.35x, so the fold gets its own constant instead of beta's.
+reduce-scatter's bytes, the others (MPICH's, Open MPI's, ours) 0.83-1.35x, so the fold gets its own constant instead
+of beta's.
 Each algorithm in ardlab.comm's table names its model (``Algorithm.cost_model``), so this module holds the
 formulas once per family:
 
@@ -60,10 +61,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ardlab.stats import speedup_ci
 from ardlab.cluster.links import allreduce_wire_us, rate_bits_per_s, wire_beta_us
 from ardlab.comm.families import BANDWIDTH_OPTIMAL, COST_FAMILIES, FAMILIES
 from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, TUNED, library
+from ardlab.stats import speedup_ci
 
 MIN_SIZES = 4  # message sizes a fit (or its small-message regime) needs
 MIN_REGIME_SIZES = 3  # message sizes every further regime needs
@@ -542,9 +543,9 @@ def ground_truth(fits: list[Fit]) -> pd.DataFrame:
         if f.node_class != "inter" or f.model not in BANDWIDTH_OPTIMAL or f.link_rate in ("", "none"):
             continue
         r, wire = f.regimes[-1], wire_beta_us(f.link_rate)
-        rows.append([f.library, f.algorithm, f.model, f.link_rate, max(r.from_bytes, BURST_BYTES), r.beta_us_per_byte, f.gamma_folded,
-                     wire, r.beta_us_per_byte / wire, abs(r.beta_us_per_byte / wire - 1) <= GROUND_TRUTH_TOLERANCE,
-                     f.status])
+        rows.append([f.library, f.algorithm, f.model, f.link_rate, max(r.from_bytes, BURST_BYTES), r.beta_us_per_byte,
+                     f.gamma_folded, wire, r.beta_us_per_byte / wire,
+                     abs(r.beta_us_per_byte / wire - 1) <= GROUND_TRUTH_TOLERANCE, f.status])
     return pd.DataFrame(rows, columns=GROUND_TRUTH_COLUMNS).sort_values(["library", "algorithm", "link_rate"],
                                                                         ignore_index=True)
 

@@ -11,10 +11,21 @@ import numpy as np
 import pandas as pd
 
 from ardlab.analysis import read, tuned
-from ardlab.analysis.costmodel import (GROUND_TRUTH_MIN_SIZES, HOLDOUTS, Network, TooFewSizes, fit_all, ground_truth, ground_truth_rows,
-                                      predict, prediction_fits,
-                                      rate_scaling,
-                                      read_fits, score, validate)
+from ardlab.analysis.costmodel import (
+    GROUND_TRUTH_MIN_SIZES,
+    HOLDOUTS,
+    Network,
+    TooFewSizes,
+    fit_all,
+    ground_truth,
+    ground_truth_rows,
+    predict,
+    prediction_fits,
+    rate_scaling,
+    read_fits,
+    score,
+    validate,
+)
 from ardlab.comm.libraries import library
 from ardlab.results import save_frame
 

@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 
 from ardlab.comm.libraries import DEFAULT, OWN_PREFIX, Algorithm, library
+from ardlab.results import PICKS, picked  # noqa: F401  (what a pick file holds is read there: the driver's layer)
 
 _NONE = Algorithm("", "native", "")
 
-from ardlab.results import PICKS, picked  # noqa: F401  (what a pick file holds is read there: the driver's layer)
 COLUMNS = ["library", "algorithm", "predicted_us_per_step", "pick", "calls_per_step", "sizes_measured",
            "ranks", "nodes"]
 

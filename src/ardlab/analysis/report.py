@@ -41,8 +41,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from ardlab.analysis import comparisons as cmp
-from ardlab.analysis import figures, marks, network, read, record, reproduce, study_claims, versus_study
+from ardlab.analysis import (
+    comparisons as cmp,
+    figures,
+    marks,
+    network,
+    read,
+    record,
+    reproduce,
+    study_claims,
+    versus_study,
+)
 from ardlab.comm.libraries import TUNED
 from ardlab.results import REPRODUCE_TABLES, save_frame, save_markdown, write_csv
 

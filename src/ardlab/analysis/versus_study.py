@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ardlab.analysis import study_claims as sc
-from ardlab.comm.libraries import DEFAULT, TUNED
+from ardlab.comm.libraries import DEFAULT
 from ardlab.results import recorded_config
 
 STUDY = {"algorithm": sc.STUDY_ALGORITHM, "library": sc.STUDY_LIBRARY}

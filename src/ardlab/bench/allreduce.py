@@ -20,15 +20,14 @@ forced by the launch environment.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import sys
-import dataclasses
 from dataclasses import asdict, dataclass
 
 from ardlab.bench.timeloop import TIMERS
-from ardlab.comm.libraries import (DEFAULT, TUNED, Algorithm, algorithm, algorithms,
-                                   forced_algorithm, library)
+from ardlab.comm.libraries import DEFAULT, TUNED, Algorithm, algorithm, algorithms, forced_algorithm, library
 from ardlab.plan import PLAN_FIELDS, Comparison, RunPlan
 from ardlab.results import BENCH_LOSS_COLUMNS, mib_bytes, utc_now
 

@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     from ardlab.nn.backend import BACKENDS
 
     backends, modes = a.backends.split(","), a.modes.split(",")
-    for value, valid, what in [(b, BACKENDS, "backend") for b in backends] + [(m, PARALLEL_MODES, "mode") for m in modes]:
+    checks = [(b, BACKENDS, "backend") for b in backends] + [(m, PARALLEL_MODES, "mode") for m in modes]
+    for value, valid, what in checks:
         if value not in valid:
             raise SystemExit(f"unknown {what} {value!r}; valid: {', '.join(valid)}")
     if a.rounds < 1 or a.steps < 2:

@@ -49,8 +49,8 @@ def _retransmits(hosts: list[str]) -> int:
 
     total = 0
     for h in hosts:
-        lines = [l.split() for l in sh("ip", "netns", "exec", namespace(h), "cat", "/proc/net/snmp").stdout.splitlines()
-                 if l.startswith("Tcp:")]
+        snmp = sh("ip", "netns", "exec", namespace(h), "cat", "/proc/net/snmp").stdout
+        lines = [line.split() for line in snmp.splitlines() if line.startswith("Tcp:")]
         total += int(lines[1][lines[0].index("RetransSegs")])
     return total
 

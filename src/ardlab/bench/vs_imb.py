@@ -40,7 +40,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ardlab.bench import add_round_arguments, save_rows, spread
+from ardlab.bench import add_round_arguments, save_rows
 
 # Per library, the default and forced algorithms that run as themselves at 2 ranks on one node (Intel MPI's
 # rabenseifner, shumilin_ring and knomial fall back to recursive doubling there: README, "Algorithm table"); Intel
@@ -249,7 +249,7 @@ def with_windows(df):
                              for b, a in zip(df.core_rtt_before_ns, df.core_rtt_after_ns)])
 
 
-def pooled_rounds(runs: list) -> "pd.DataFrame":
+def pooled_rounds(runs: list):
     """Several runs' raw rows (DataFrames) as one run's: each run's rounds numbered after the previous run's, so that
     a round still pairs only launches made seconds apart."""
     import pandas as pd
@@ -265,7 +265,8 @@ def summarize(rows: list[dict]) -> list[dict]:
     """Per (library, algorithm, size): each tool's median time, and each tool's time over the reference's (IMB where
     the library has it, else ardlab's `c`) as the paired ratio (the geometric mean of the per-round ratios) with its
     95% bootstrap interval (ardlab.stats.speedup_ci); `agreement` says whether ardlab's `c` is within AGREE of IMB.
-    Where the rows carry the cache-line probe, the same ratios again over the rounds in which both launches ran in a fast window
+    Where the rows carry the cache-line probe, the same ratios again over the rounds in which both launches ran in a
+    fast window
     (`*_fast`; `rounds_fast` counts those of IMB and `c`) and in a slow one (`*_slow`): the machine's windows
     (ardlab.bench.corelatency) told apart from the tools."""
     import pandas as pd

@@ -5,10 +5,12 @@
 
 Each (model, variant) runs in its own subprocess (so peak memory, ru_maxrss, is its own), in interleaved rounds
 (every variant of a model once per round, in a shuffled order; the ratios to tf.keras are taken within a
-round): the ardlab.nn model on each backend, and its layer-by-layer tf_keras translation (ardlab.horovod.models.from_ardlab) with a compiled
+round): the ardlab.nn model on each backend, and its layer-by-layer tf_keras translation
+(ardlab.horovod.models.from_ardlab) with a compiled
 (tf.function) SGD step; the same batch, the same thread count (BLAS / TensorFlow intra- and inter-op),
 synthetic CIFAR-shaped data, warm-up steps excluded. Prints img/s and peak memory of both and their ratios,
-then ardlab.nn's per-layer profile per backend (forward, backward, share of the step). Needs a library environment's Python
+then ardlab.nn's per-layer profile per backend (forward, backward, share of the step). Needs a library environment's
+Python
 (TensorFlow is there).
 """
 
@@ -54,11 +56,10 @@ def _ardlab(model_name: str, batch: int, steps: int, warmup: int, backend_name: 
 
 def _tensorflow(model_name: str, batch: int, steps: int, warmup: int, threads: int) -> dict:
     import numpy as np
+    import tensorflow as tf
 
     from ardlab.horovod import models as kmodels  # sets TF_USE_LEGACY_KERAS first
     from ardlab.nn import models
-
-    import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)

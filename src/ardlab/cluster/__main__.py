@@ -17,7 +17,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     u.add_argument("--rate", default="1gbit",
                    help="link rate per node and direction, tc notation (1gbit, 250mbit) or 'none' (default 1gbit)")
     u.add_argument("--subnet", default=cluster.DEFAULT_SUBNET,
-                   help=f"IPv4 subnet of the cluster network; refused if in use here (default {cluster.DEFAULT_SUBNET})")
+                   help="IPv4 subnet of the cluster network; refused if in use here (default "
+                        f"{cluster.DEFAULT_SUBNET})")
     u.add_argument("--cpus", type=int, default=None, help="CPUs each node reports to Slurm (default: this machine's)")
     for name, text in (("down", "stop and remove everything the cluster made (also after a crash)"),
                        ("status", "the cluster's shape, daemons and node states"),

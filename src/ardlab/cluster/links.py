@@ -10,7 +10,8 @@ from pathlib import Path
 from ardlab.comm.families import bandwidth_bound
 
 RATE_UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}  # tc's rate units, in bits per second
-RATE_UNIT_NAMES = {"kbit": "kbit/s", "mbit": "Mbit/s", "gbit": "Gbit/s"}  # the same units as tables and papers write them
+# the same units as tables and papers write them
+RATE_UNIT_NAMES = {"kbit": "kbit/s", "mbit": "Mbit/s", "gbit": "Gbit/s"}
 
 
 def rate_text(rate: str) -> str:

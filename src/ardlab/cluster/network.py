@@ -27,7 +27,8 @@ def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run one command; on failure raise RuntimeError with the command and what it printed."""
     proc = subprocess.run(list(argv), capture_output=True, text=True)
     if check and proc.returncode != 0:
-        raise RuntimeError(f"`{' '.join(argv)}` failed (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()}")
+        raise RuntimeError(f"`{' '.join(argv)}` failed (exit {proc.returncode}): "
+                           f"{(proc.stderr or proc.stdout).strip()}")
     return proc
 
 
@@ -123,8 +124,8 @@ def create(subnet: ipaddress.IPv4Network, addrs: dict[str, str], rate: str | Non
 def ours() -> tuple[list[str], list[str]]:
     """(namespaces, links) on this machine with this module's names, whoever made them."""
     spaces = sorted(p.name for p in NETNS_DIR.glob(NS_PREFIX + "*")) if NETNS_DIR.is_dir() else []
-    links = [l["ifname"] for l in json.loads(sh("ip", "-j", "link", "show").stdout or "[]")
-             if l["ifname"] == BRIDGE or l["ifname"].startswith(VETH_PREFIX)]
+    links = [link["ifname"] for link in json.loads(sh("ip", "-j", "link", "show").stdout or "[]")
+             if link["ifname"] == BRIDGE or link["ifname"].startswith(VETH_PREFIX)]
     return spaces, links
 
 

@@ -78,9 +78,10 @@ def mark(comm, text: str) -> None:
 def _phases(comm, algorithms: list[str], calls) -> None:
     """One phase per algorithm, switched inside this launch (ardlab.comm.switch): the phase's mark, then `calls`
     on the communicator the switch returns."""
+    from mpi4py import MPI
+
     from ardlab.comm.libraries import detect
     from ardlab.comm.switch import Switch
-    from mpi4py import MPI
 
     with Switch(detect(MPI.Get_library_version())[0].name, comm) as sw:
         for i, name in enumerate(algorithms):

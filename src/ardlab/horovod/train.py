@@ -233,18 +233,20 @@ def _feed(tf, train, global_batch: int, rank: int, size: int, seed: int):
 
 def _train(tf, hvd, cfg: TFConfig, algorithm_label: str | None) -> dict | None:
     """run()'s training, once Horovod has started."""
+    from mpi4py import MPI
+
     from ardlab.comm import detect, forced_algorithm
     from ardlab.horovod import models
     from ardlab.nn import losses
     from ardlab.results import knobs_in_force, summary_row, utc_now
-    from mpi4py import MPI
 
     rank, size = hvd.rank(), hvd.size()
     lib, version = detect(MPI.Get_library_version())
     global_batch = cfg.batch_per_rank * size
     train = _dataset(cfg, global_batch)
     if len(train) < global_batch:
-        raise ValueError(f"data set {train.name} has {len(train)} samples, fewer than one global batch ({global_batch})")
+        raise ValueError(f"data set {train.name} has {len(train)} samples, fewer than one global batch "
+                         f"({global_batch})")
     tf.keras.utils.set_random_seed(cfg.seed)
     model = models.build(cfg.model, train.x.shape[1:], train.classes)
     if model.output_shape[1:] != (train.classes,):

@@ -56,7 +56,8 @@ for f in /etc/resolv.conf /etc/hosts; do
 done
 while [ "$1" != -- ]; do
   src=${1%%:*}; dst=${1#*:}; shift
-  if [ -d "$src" ]; then mkdir -p "$root$dst"; else mkdir -p "$(dirname "$root$dst")"; [ -e "$root$dst" ] || : > "$root$dst"; fi
+  if [ -d "$src" ]; then mkdir -p "$root$dst"
+  else mkdir -p "$(dirname "$root$dst")"; [ -e "$root$dst" ] || : > "$root$dst"; fi
   mount --rbind "$src" "$root$dst"
 done
 shift

@@ -56,7 +56,8 @@ def launch(library: str, nodes: int, image: Path, command: list[str], cwd: str, 
     except subprocess.TimeoutExpired as e:
         raise RuntimeError(f"`{' '.join(argv)}` did not finish in {timeout_s:.0f} s") from e
     if proc.returncode != 0:
-        raise RuntimeError(f"`{' '.join(argv)}` failed (exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
+        raise RuntimeError(f"`{' '.join(argv)}` failed (exit {proc.returncode}):\n"
+                           f"{(proc.stdout + proc.stderr)[-3000:]}")
     return proc.stdout
 
 

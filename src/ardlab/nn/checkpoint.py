@@ -36,7 +36,8 @@ def save(directory, model, optimizer, *, epoch: int, step: int, extra: dict | No
 
 def latest(directory) -> Path | None:
     d = Path(directory)
-    found = [(int(m.group(1)), p) for p in d.glob("ckpt-epoch*.npz") if (m := _NAME.match(p.name))] if d.is_dir() else []
+    found = [(int(m.group(1)), p) for p in d.glob("ckpt-epoch*.npz") if (m := _NAME.match(p.name))] \
+        if d.is_dir() else []
     return max(found)[1] if found else None
 
 

@@ -6,9 +6,8 @@ parallelism can start their Allreduce while earlier layers are still differentia
 
 from __future__ import annotations
 
-from typing import Callable
-
 import time
+from typing import Callable
 
 import numpy as np
 

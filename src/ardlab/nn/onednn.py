@@ -104,7 +104,8 @@ def lib():
             [C.POINTER(P), P, C.c_int, P, P, P, Dims, Dims, Dims, Dims, P, P],
         "dnnl_convolution_backward_weights_primitive_desc_create":
             [C.POINTER(P), P, C.c_int, P, P, P, P, Dims, Dims, Dims, Dims, P, P],
-        "dnnl_eltwise_forward_primitive_desc_create": [C.POINTER(P), P, C.c_int, C.c_int, P, P, C.c_float, C.c_float, P],
+        "dnnl_eltwise_forward_primitive_desc_create": [C.POINTER(P), P, C.c_int, C.c_int, P, P, C.c_float, C.c_float,
+                                                       P],
         "dnnl_eltwise_backward_primitive_desc_create":
             [C.POINTER(P), P, C.c_int, P, P, P, C.c_float, C.c_float, P, P],
         "dnnl_pooling_forward_primitive_desc_create":

@@ -183,7 +183,8 @@ def _setup(cfg: TrainConfig, comm) -> _Run:
         raise ValueError(f"global batch {global_batch} is not divisible by {size} ranks")
     train = data.load(cfg.dataset, cfg.data_path, "train", cfg.input_shape, cfg.classes, cfg.synthetic_size, cfg.seed)
     if len(train) < global_batch:
-        raise ValueError(f"data set {train.name} has {len(train)} samples, fewer than one global batch ({global_batch})")
+        raise ValueError(f"data set {train.name} has {len(train)} samples, fewer than one global batch "
+                         f"({global_batch})")
     initializers.seed(cfg.seed)
     from ardlab.nn import backend
 
@@ -203,7 +204,8 @@ def _setup(cfg: TrainConfig, comm) -> _Run:
     r = _Run(cfg=cfg, comm=comm, rank=rank, size=size, library=lib.name, version=version, train=train,
              global_batch=global_batch, model=model, opt=optim.get(cfg.optimizer, **opt_kwargs),
              schedule=optim.warmup_step_schedule(cfg.lr, cfg.warmup_steps),
-             plateau=optim.ReduceLROnPlateau(cfg.plateau_factor, cfg.plateau_patience) if cfg.plateau_patience else None,
+             plateau=(optim.ReduceLROnPlateau(cfg.plateau_factor, cfg.plateau_patience) if cfg.plateau_patience
+                      else None),
              early=optim.EarlyStopping(cfg.early_stop_patience) if cfg.early_stop_patience else None,
              loss_fn=losses.get("categorical_crossentropy"), dp=dp,
              total=cfg.steps if cfg.steps is not None else cfg.epochs * steps_per_epoch)

@@ -102,7 +102,8 @@ def _check_names(spec, libs: list[str], key: str, *, own: bool) -> None:
     for name in spec:
         known = [lib for lib in libs if name in library(lib).algorithms or (own and name in OWN_ALGORITHMS)]
         if not known:
-            valid = sorted({n for lib in libs for n in library(lib).algorithms} | (set(OWN_ALGORITHMS) if own else set()))
+            valid = sorted({n for lib in libs for n in library(lib).algorithms}
+                           | (set(OWN_ALGORITHMS) if own else set()))
             raise ValueError(f"config key '{key}': algorithm {name!r} is in none of {', '.join(libs)}; "
                              f"valid: {', '.join(valid)}")
 

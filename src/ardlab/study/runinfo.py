@@ -38,8 +38,8 @@ def describe(config: dict) -> dict:
     return {
         "recorded_at": utc_now(),
         # the CPU's vendor, family and model decide Intel MPI's tuning file (each row names the file it loaded)
-        "machine": {"hostname": platform.node(), "cpu": processor["model"], "cpu_id": processor, "cores": os.cpu_count(),
-                    "memory_gib": _memory_gib(), "os": platform.platform()},
+        "machine": {"hostname": platform.node(), "cpu": processor["model"], "cpu_id": processor,
+                    "cores": os.cpu_count(), "memory_gib": _memory_gib(), "os": platform.platform()},
         "software": {"python": sys.version.split()[0],
                      "ardlab_commit": _git("rev-parse", "HEAD"),
                      "ardlab_uncommitted_changes": bool(_git("status", "--porcelain", "--untracked-files=no"))},

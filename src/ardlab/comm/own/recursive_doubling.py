@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from ardlab.comm.ranks import pof2_floor
 from ardlab.comm.own._common import TAG_RD, combine, fold_in, fold_out, prepare, real_rank, scratch
+from ardlab.comm.ranks import pof2_floor
 
 
 def allreduce(comm: MPI.Comm, sendbuf, recvbuf: np.ndarray, op: MPI.Op = MPI.SUM) -> None:

@@ -4,8 +4,18 @@
 ``Dataset``; ``pipeline`` shards, shuffles, augments and prefetches its batches.
 """
 
-from ardlab.nn.data.formats import (DATASETS, Dataset, cifar10, digits, image_folder, load, mnist, npz_shards,
-                                    read_idx, synthetic)
+from ardlab.nn.data.formats import (
+                                    DATASETS,
+                                    Dataset,
+                                    cifar10,
+                                    digits,
+                                    image_folder,
+                                    load,
+                                    mnist,
+                                    npz_shards,
+                                    read_idx,
+                                    synthetic,
+)
 from ardlab.nn.data.pipeline import augment, batches, prefetch
 
 __all__ = ["DATASETS", "Dataset", "augment", "batches", "cifar10", "digits", "image_folder", "load", "mnist",

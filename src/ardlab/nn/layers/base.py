@@ -3,7 +3,8 @@
 A layer has ``build(input_shape) -> output_shape`` (shapes exclude the batch dimension),
 ``forward(x, training) -> y`` and ``backward(dy) -> dx``; its parameters and their gradients sit side by side
 in ``params`` and ``grads`` (same keys, same shapes), and arrays that are part of its weights but not trained
-(BatchNormalization's running statistics; Keras's non-trainable weights) in ``state``. Calling a layer on a ``Tensor`` records the graph:
+(BatchNormalization's running statistics; Keras's non-trainable weights) in ``state``. Calling a layer on a ``Tensor``
+records the graph:
 
     x = Input((32, 32, 3)); y = ReLU()(Conv2D(16, 3)(x)); model = Model(x, y)
 """

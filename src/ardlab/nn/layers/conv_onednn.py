@@ -21,7 +21,6 @@ from ardlab.nn import onednn as dn
 from ardlab.nn.layers.conv import Conv2D
 from ardlab.nn.layers.onednn_layers import Float32Only, FusesReLU, Planned
 
-
 WEIGHTS_LAYOUTS = ("any", "hwio")  # the primitives' choice (the default) | the HWIO array as it is
 
 

@@ -1,4 +1,5 @@
-"""Dense, ReLU, Add, MaxPool2D and BatchNormalization on oneDNN's primitives (the onednn backend; ``conv_onednn`` has the
+"""Dense, ReLU, Add, MaxPool2D and BatchNormalization on oneDNN's primitives (the onednn backend; ``conv_onednn`` has
+the
 convolution). Each keeps the NumPy layer's protocol and parameters and replaces its forward and backward; the
 primitives are made once per input shape. Activations stay NHWC (or (N, C)), as on the numpy backend.
 """
@@ -115,7 +116,8 @@ class OnednnDense(Planned, Float32Only, Dense):
         p = self._plan(dy.shape[0])
         p["bwd_w"].run(src=p["xt"].bind(self.x), weights=p["dy2"].bind(dy), dst=p["dw"].bind(self.grads["kernel"]))
         if self.use_bias:
-            p["bwd_b"].run(src=p["ones"], weights=p["dy3"].bind(dy), dst=p["db"].bind(self.grads["bias"].reshape(1, -1)))
+            p["bwd_b"].run(src=p["ones"], weights=p["dy3"].bind(dy),
+                           dst=p["db"].bind(self.grads["bias"].reshape(1, -1)))
         dx = None
         if self.need_input_grad:
             dx = np.empty(self.x.shape, np.float32)
@@ -161,7 +163,8 @@ class OnednnReLU(Planned, Float32Only, ReLU):
             return dy
         _, bwd, data, diff, out = self._plan(dy.size)
         dx = np.empty_like(dy)
-        bwd.run(dst=data.bind(self.y.reshape(-1)), diff_dst=diff.bind(dy.reshape(-1)), diff_src=out.bind(dx.reshape(-1)))
+        bwd.run(dst=data.bind(self.y.reshape(-1)), diff_dst=diff.bind(dy.reshape(-1)),
+                diff_src=out.bind(dx.reshape(-1)))
         self.y = None
         return dx
 
@@ -285,7 +288,8 @@ class OnednnBatchNormalization(Planned, FusesReLU, Float32Only, BatchNormalizati
         p = self._plan(self.x.shape, self.batch_stats)
         dx = np.empty_like(self.x)
         args = {"workspace": p["ws"]} if self.fused_relu and self.batch_stats else {}
-        p["bwd"].run(**args, src=p["src"].bind(self.x), mean=p["mean"].bind(self.mean), variance=p["variance"].bind(self.var),
+        p["bwd"].run(**args, src=p["src"].bind(self.x), mean=p["mean"].bind(self.mean),
+                     variance=p["variance"].bind(self.var),
                      diff_dst=p["diff_dst"].bind(_f32(dy)), scale=p["scale"].bind(self.params["gamma"]),
                      diff_src=p["diff_src"].bind(dx), diff_scale=p["diff_scale"].bind(self.grads["gamma"]),
                      diff_shift=p["diff_shift"].bind(self.grads["beta"]))

@@ -71,7 +71,8 @@ class AveragePool2D(_Pool2D):
     def backward(self, dy):
         g = dy / self.count  # every cell of a window gets the same share
         _, ho, wo, _ = dy.shape
-        return add_window_grads(np.zeros(self.x_shape, dtype=dy.dtype), lambda i, j: g, self.k, self.s, self.pads, ho, wo)
+        return add_window_grads(np.zeros(self.x_shape, dtype=dy.dtype), lambda i, j: g, self.k, self.s, self.pads,
+                                ho, wo)
 
     def keras_equivalent(self, k, in_shape):
         return k.AveragePooling2D(self.k, self.s, padding=self.padding, name=self.name)

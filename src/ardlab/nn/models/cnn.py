@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
-from ardlab.nn.layers import (BatchNormalization, Conv2D, Dense, Dropout, Flatten, GlobalAveragePool, Input,
-                              MaxPool2D, ReLU, Tanh, AveragePool2D)
+from ardlab.nn.layers import (
+    AveragePool2D,
+    BatchNormalization,
+    Conv2D,
+    Dense,
+    Dropout,
+    Flatten,
+    GlobalAveragePool,
+    Input,
+    MaxPool2D,
+    ReLU,
+    Tanh,
+)
 from ardlab.nn.model import Model
 from ardlab.nn.models.registry import model
 
@@ -79,7 +90,8 @@ def mobilenet_v1(input_shape, classes, alpha=1.0):
     x = inp = Input(input_shape)
     c = int(32 * alpha)
     x = cbr(x, c, 3, 2 if input_shape[0] > 64 else 1)
-    for filters, s in [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2)] + [(512, 1)] * 5 + [(1024, 2), (1024, 1)]:
+    blocks = [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2)] + [(512, 1)] * 5 + [(1024, 2), (1024, 1)]
+    for filters, s in blocks:
         x = cbr(x, c, 3, s, groups=c)  # depthwise
         c = int(filters * alpha)
         x = cbr(x, c, 1, 1)  # pointwise

@@ -3,8 +3,20 @@ DenseNet-121 (Huang et al. 2017). Any input side works (224 as published); class
 
 from __future__ import annotations
 
-from ardlab.nn.layers import (Add, AveragePool2D, BatchNormalization, Concatenate, Conv2D, Dense, Dropout, Flatten,
-                              GlobalAveragePool, Input, MaxPool2D, ReLU)
+from ardlab.nn.layers import (
+    Add,
+    AveragePool2D,
+    BatchNormalization,
+    Concatenate,
+    Conv2D,
+    Dense,
+    Dropout,
+    Flatten,
+    GlobalAveragePool,
+    Input,
+    MaxPool2D,
+    ReLU,
+)
 from ardlab.nn.model import Model
 from ardlab.nn.models.registry import model
 
