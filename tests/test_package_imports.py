@@ -5,6 +5,7 @@ The layer order is written once, here, from the leaf (result I/O) to the command
 """
 
 import ast
+import re
 from pathlib import Path
 
 import ardlab
@@ -28,6 +29,14 @@ LAYERS = [
     "ardlab.rank",  # what each launched rank runs
     "ardlab.cli",  # the command line
 ]
+
+
+def test_the_layout_doc_lists_the_layers_in_this_order():
+    """docs/layout.md's "Dependencies run one way" sentence names the layers of LAYERS, in order."""
+    text = " ".join((Path(__file__).parents[1] / "docs" / "layout.md").read_text().split())
+    sentence = text[text.index("Dependencies run one way, in this order:"):].split(";")[0]
+    named = re.findall(r"`(\w+)`", sentence)
+    assert named == [layer.removeprefix("ardlab.") for layer in LAYERS], named
 
 
 def module_name(path: Path) -> str:
