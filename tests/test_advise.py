@@ -54,6 +54,11 @@ def test_bad_budget_is_named(text):
     (dict(framework="nn", model="resnet7", ranks=2), {}, "unknown model 'resnet7'"),
     (dict(framework="tensorflow", model="alexnet", ranks=2), {"libraries": ["lam"]}, "unknown 'lam'"),
     (dict(framework="tensorflow", model="alexnet", ranks=2), {"check_rounds": 3}, "--check-rounds 3"),
+    (dict(framework="tensorflow", model=None, ranks=2), {}, "give --model or the job's own command"),
+    (dict(framework="tensorflow", model="alexnet", ranks=2, command=["x.py"]), {}, "one of them"),
+    (dict(framework="tensorflow", model=None, ranks=2, command=["/nonexistent/train.py"]), {},
+     "command: '/nonexistent/train.py' is not a file"),
+    (dict(framework="tensorflow", model=None, ranks=2, command=["-m", "x"], steps=0), {}, "--steps 0"),
 ])
 def test_bad_input_is_named_before_anything_runs(job, settings, message):
     with pytest.raises(ValueError, match=message):
@@ -82,8 +87,8 @@ def _advice(check_rates: dict, predicted: dict, rounds: int = 5):
     job = run.Job("tensorflow", "alexnet", 2)
     pred = pd.DataFrame([{"round": r, "library": "mpich", "algorithm": a, "predicted_us_per_step": t[r]}
                          for a, t in predicted.items() for r in range(rounds)])
-    check = pd.DataFrame([{"round": r, "library": "mpich", "algorithm": a, "img_per_s": v[r]}
-                          for a, v in check_rates.items() for r in range(rounds)])
+    check = pd.DataFrame([{"round": r, "library": "mpich", "algorithm": a, "rate": v[r] / 32, "unit_s": 32 / v[r]}
+                          for a, v in check_rates.items() for r in range(rounds)])  # 32 images a step
     return run.Advice(job, run.Settings(["mpich"], 600), calls=None, predictions=pred, check=check,
                       picks={"mpich": "ring"}, seconds={"total": 300.0})
 
@@ -117,6 +122,33 @@ def test_an_env_file_sourced_in_a_fresh_shell_sets_the_tables_settings(tmp_path)
     for k, v in library("openmpi").algorithm_env("ring").items():
         assert f"{k}={v}" in out.splitlines()
     assert "nothing to set" in answer.exports("openmpi", "default")
+
+
+@pytest.mark.slow
+def test_the_calls_of_a_users_own_program_are_counted(tmp_path):
+    """A user's mpi4py program, run by the library environment's Python with the counter preloaded: its Allreduce
+    calls (3 sums of 1000 floats, one max of an int) per step, for the 3 steps it says it runs."""
+    program = tmp_path / "job.py"
+    program.write_text("import numpy as np\nfrom mpi4py import MPI\nc = MPI.COMM_WORLD\n"
+                       "for _ in range(3):\n    c.Allreduce(np.ones(1000, np.float32), np.empty(1000, np.float32))\n"
+                       "c.allreduce(1, op=MPI.MAX)\n")
+    job = run.Job("tensorflow", None, 2, command=[str(program)], steps=3)
+    calls = run.learn_calls(job, "mpich")
+    sums = calls[calls.op == "sum"]
+    assert list(sums.bytes) == [4000] and list(sums.calls) == [3] and list(sums.calls_per_step) == [1.0]
+    assert "max" in set(calls.op)
+
+
+@pytest.mark.slow
+@pytest.mark.tf
+def test_the_calls_of_a_users_horovod_script_are_counted():
+    """The example Horovod script (examples/horovod_synthetic.py), its fused gradient buffers counted per step."""
+    job = run.Job("tensorflow", None, 2, command=[str(ROOT / "examples" / "horovod_synthetic.py"), "--steps", "4"],
+                  steps=5)  # one warm-up step, then 4
+    calls = run.learn_calls(job, "mpich")
+    sums = calls[calls.op == "sum"]
+    # the model's gradients (about 4.2 MB of float32 in one fused buffer under Horovod's 64 MiB default) every step
+    assert (sums.bytes * sums.calls_per_step).sum() >= 4.0e6
 
 
 @pytest.mark.slow

@@ -514,7 +514,8 @@ def _image_parser(s):
 
 
 def _advise_parser(s):
-    s.add_argument("--model", required=True, help="the model to train (ardlab's: alexnet, resnet20, vgg16, ...)")
+    s.add_argument("--model", help="one of ardlab's models (alexnet, resnet20, vgg16, ...); or, instead, the job's own "
+                   "command after --: a Python script (or -m MODULE) and its arguments, e.g. -- train.py --epochs 1")
     s.add_argument("--framework", default="tensorflow", choices=["tensorflow", "nn"],
                    help="TensorFlow + Horovod, or ardlab.nn (default %(default)s)")
     s.add_argument("--ranks", type=int, default=2, help="ranks of the job (default %(default)s)")
@@ -527,7 +528,10 @@ def _advise_parser(s):
     s.add_argument("--check-rounds", type=int, default=5, help="paired training rounds of the check")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--output", default="advice", help="the run folder (default %(default)s)")
+    s.add_argument("--steps", type=int, help="the job's command: the training steps one run of it makes (its calls "
+                   "and times are then per step; without: per run)")
     s.add_argument("--no-progress", action="store_true")
+    s.add_argument("command", nargs=argparse.REMAINDER, help="-- then the job's own command")
     s.set_defaults(func=_advise)
 
 
@@ -536,8 +540,9 @@ def _advise(args: argparse.Namespace) -> int:
 
     from ardlab.advise import run
 
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
     job = run.Job(args.framework, args.model, args.ranks, nodes=args.nodes, launcher=args.launcher,
-                  batch_per_rank=args.batch_per_rank)
+                  batch_per_rank=args.batch_per_rank, command=command, steps=args.steps)
     settings = run.Settings([x for x in args.libraries.split(",") if x], run.parse_budget(args.budget),
                             rounds=args.rounds, check_rounds=args.check_rounds, seed=args.seed,
                             progress=not args.no_progress)

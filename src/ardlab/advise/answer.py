@@ -20,8 +20,9 @@ from ardlab.stats import FASTER, speedup_ci, verdict
 
 
 def _rate(check, lib: str, alg: str):
+    """Per round, the rate (training steps, or runs of the user's program, a second) of one variant."""
     rows = check[(check["library"] == lib) & (check["algorithm"] == alg)]
-    return rows.set_index(rows["round"].astype(int))["img_per_s"].astype(float)
+    return rows.set_index(rows["round"].astype(int))["rate"].astype(float)
 
 
 def rows(advice) -> list[dict]:
@@ -51,7 +52,7 @@ def overall(advice) -> dict:
     """The fastest setting of any library in the training check (the highest geometric mean img/s over the rounds),
     and its speedup over every library's default, paired by round (all were measured in the same rounds)."""
     check = advice.check
-    means = {(lib, alg): float(np.exp(np.log(g["img_per_s"].astype(float)).mean()))
+    means = {(lib, alg): float(np.exp(np.log(g["rate"].astype(float)).mean()))
              for (lib, alg), g in check.groupby(["library", "algorithm"])}
     lib, alg = max(means, key=means.get)
     best = _rate(check, lib, alg)
@@ -65,17 +66,16 @@ def overall(advice) -> dict:
 
 
 def cost(advice, table: list[dict]) -> dict:
-    """The tuning's wall time, and per library the training steps whose saved time repays it (None where the pick
-    saves nothing measurable)."""
+    """The tuning's wall time, and per library the training steps (or runs of the user's program: Job.unit) whose
+    saved time repays it (None where the pick saves nothing measurable)."""
     total = advice.seconds.get("total", sum(advice.seconds.values()))
     repay = {}
     for row in table:
         base = _rate(advice.check, row["library"], DEFAULT)
-        images = advice.job.batch_per_rank * advice.job.ranks
-        saved = (images / base.median()) * (1 - 1 / row["measured"]) if row["measured"] > 1 else 0.0
+        saved = (1 / base.median()) * (1 - 1 / row["measured"]) if row["measured"] > 1 else 0.0
         repay[row["library"]] = math.ceil(total / saved) if saved > 0 and row["verdict"].startswith("faster") \
             else None
-    return {"seconds": round(total, 1), "steps_to_repay": repay}
+    return {"seconds": round(total, 1), "unit": advice.job.unit, "steps_to_repay": repay}
 
 
 def exports(lib: str, alg: str) -> str:
@@ -92,7 +92,8 @@ def markdown(advice, table: list[dict], spent: dict, best: dict | None = None) -
         return f"{m:.2f}x" if lo != lo else f"{m:.2f}x [{lo:.2f}, {hi:.2f}]"
 
     job = advice.job
-    lines = [f"# ardlab advise: {job.model} ({job.framework}), {job.ranks} ranks on {job.nodes} node(s)", "",
+    what = f"{job.model} ({job.framework})" if job.model else f"`{job.name}`"
+    lines = [f"# ardlab advise: {what}, {job.ranks} ranks on {job.nodes} node(s)", "",
              "| library | setting | predicted | measured | verdict |", "|---|---|---|---|---|"]
     for r in table:
         lines.append(f"| {library(r['library']).display} | {r['setting']} | "
@@ -105,11 +106,11 @@ def markdown(advice, table: list[dict], spent: dict, best: dict | None = None) -
         lines += ["", f"Fastest in training here: **{library(best['library']).display}, {best['setting']}**"
                   + (f" ({over})." if over else ".")]
     lines += ["", f"Speedups over each library's default (predicted: the microbenchmark's rounds; measured: "
-              f"{advice.settings.check_rounds} paired training rounds, 95% intervals). The tuning took "
+              f"{advice.settings.check_rounds} paired training rounds, per {job.unit}, 95% intervals). The tuning took "
               f"{spent['seconds'] / 60:.1f} min."]
     for lib, n in spent["steps_to_repay"].items():
         if n is not None:
-            lines.append(f"- {library(lib).display}: repaid after {n} training steps.")
+            lines.append(f"- {library(lib).display}: repaid after {n} of the job's {spent['unit']}s.")
     lines += ["", "To use a setting: `source <library>.env` (in this folder) before launching the job."]
     return "\n".join(lines) + "\n"
 

@@ -1,15 +1,18 @@
 """``ardlab advise``: the question answered for one training job on the allocation it runs on, within a time budget.
 
 1. Learn the job's calls: a few training steps with every MPI_Allreduce counted (``ardlab.bench.callsizes``), the
-   sizes and calls a step hands MPI (Horovod's fused buffers included).
+   sizes and calls a step hands MPI (Horovod's fused buffers included). The job is one of ardlab's models, or the
+   user's own Python program (an mpi4py or Horovod script and its arguments, run by each library environment's
+   Python), whose calls are counted with the counter preloaded (LD_PRELOAD) and divided by the steps it says it runs
+   (per run of the program where it says none).
 2. Measure only what matters: the microbenchmark at those sizes, every installed library x applicable algorithm
    (the table's silent fallbacks left out), validated (each call's sum checked), in paired, interleaved rounds;
    after each round, algorithms clearly slower than their library's leader leave the race (``ardlab.advise.race``);
    each library's default always stays (it is what the choice is checked against).
 3. Predict each candidate's Allreduce time per step (``ardlab.analysis.picks.predict``: the calls x the measured
    times), pick per library and overall.
-4. Check in training: each library's default against its pick, paired and interleaved (``ardlab.driver``), the
-   measured speedup with its interval beside the predicted one.
+4. Check in training: each library's default against its pick, paired and interleaved (``ardlab.driver``; a user's
+   program timed as a whole, start-up included), the measured speedup with its interval beside the predicted one.
 
 Racing stops when the rounds asked for are done or when the training check would no longer fit the budget. What
 cannot be seen is said: calls other than sums (Horovod's coordination) are listed but not tuned for.
@@ -41,18 +44,40 @@ def parse_budget(text: str) -> float:
 
 @dataclass
 class Job:
-    """What is advised for: a model of one of ardlab's frameworks, on `ranks` ranks over `nodes` nodes."""
+    """What is advised for: a model of one of ardlab's frameworks, or a user's program (`command`: a Python script or
+    ``-m module`` and its arguments, `steps`: the training steps it runs, if it says), on `ranks` ranks over `nodes`
+    nodes."""
 
     framework: str
-    model: str
+    model: str | None
     ranks: int
     nodes: int = 1
     launcher: str = "local"
     batch_per_rank: int = 16
     threads: int = 1
     timeout_s: float = 900
+    command: list[str] = field(default_factory=list)
+    steps: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.model or " ".join(self.command)
+
+    @property
+    def unit(self) -> str:
+        """What a measured time is of: a training step, or a whole run of the user's program."""
+        return "training step" if self.model or self.steps else "run of the program"
 
     def __post_init__(self):
+        if bool(self.model) == bool(self.command):
+            raise ValueError("give --model or the job's own command after --, one of them")
+        if self.command:
+            first = self.command[0]
+            if first not in ("-m", "-c") and not Path(first).is_file():
+                raise ValueError(f"command: {first!r} is not a file (the command after -- is a Python script, or -m "
+                                 "MODULE, and its arguments, run by each library environment's Python)")
+            if self.steps is not None and self.steps < 1:
+                raise ValueError(f"--steps {self.steps} must be at least 1")
         if self.framework not in FRAMEWORKS:
             raise ValueError(f"--framework {self.framework!r}: one of {', '.join(FRAMEWORKS)}")
         if self.ranks < 2:
@@ -66,8 +91,20 @@ class Job:
         return {"nodes": self.nodes, "launcher": self.launcher, "threads": self.threads, "timeout_s": self.timeout_s,
                 "progress": False}
 
+    def command_launch(self, library_name: str, algorithm: str = "default", extra_env: dict | None = None):
+        """(argv, env) that run the user's program on this job's ranks with `algorithm` forced."""
+        from ardlab.comm import launch
+
+        if self.launcher == "srun":
+            python = str(launch.require_env(library_name) / "bin" / "python")
+            return launch.srun_command(library_name, self.ranks, self.nodes, [python, *self.command],
+                                       algorithm=algorithm, extra_env=extra_env)
+        return launch.command(library_name, self.ranks, self.command, algorithm=algorithm, extra_env=extra_env)
+
     def training_plan(self, library_name: str, *, steps: int, algorithm: str = "default"):
         """A training run of this job (ardlab.plan.RunPlan): `steps` timed steps after one warm-up."""
+        if not self.model:
+            raise ValueError("the job is a command: it has no training plan")
         if self.framework == "nn":
             from ardlab.nn import trainer
 
@@ -118,7 +155,8 @@ def check_inputs(job: Job, settings: Settings) -> None:
         raise ValueError(f"--libraries: unknown {', '.join(map(repr, unknown))}; valid: {', '.join(LIBRARIES)}")
     for lib in settings.libraries:
         require_env(lib)  # names the set-up command
-    job.training_plan(settings.libraries[0], steps=settings.check_steps)  # an unknown model fails here
+    if job.model:
+        job.training_plan(settings.libraries[0], steps=settings.check_steps)  # an unknown model fails here
     if settings.check_rounds < 5:
         raise ValueError(f"--check-rounds {settings.check_rounds}: a speedup needs 5 paired rounds for an interval")
     if settings.rounds < 1:
@@ -167,12 +205,40 @@ def candidates(library_name: str, job: Job, sizes: list[int]) -> list[str]:
 
 
 def learn_calls(job: Job, library_name: str, steps: int = 3):
-    """The Allreduce calls of `steps` training steps (one warm-up before), counted on every rank."""
+    """The Allreduce calls of `steps` training steps (one warm-up before), counted on every rank; of a user's program,
+    one run of it divided by the steps it runs (``Job.steps``; 1: per run)."""
     import pandas as pd
 
     from ardlab.bench.callsizes import count
 
+    if job.command:
+        return _learn_command_calls(job, library_name)
     calls = pd.DataFrame(count(job.training_plan(library_name, steps=steps)))
+    return calls.astype({"bytes": int, "calls": int, "calls_per_step": float})
+
+
+def _learn_command_calls(job: Job, library_name: str):
+    import tempfile
+
+    from ardlab.bench import callsizes
+    from ardlab.comm import launch
+
+    prefix = launch.require_env(library_name)
+    counter = callsizes.library_path(prefix)
+    if not counter.is_file():
+        raise FileNotFoundError(f"the Allreduce call counter {counter} is missing: set up the environment again "
+                                "(containers/setup-envs)")
+    # in the working folder: on a cluster every node writes its ranks' counts there (a shared file system)
+    with tempfile.TemporaryDirectory(prefix=".ardlab-advise-calls-", dir=".") as folder:
+        folder = str(Path(folder).resolve())
+        argv, env = job.command_launch(library_name, extra_env={callsizes.ENV: folder, "LD_PRELOAD": str(counter)})
+        proc = launch.execute(argv, env, timeout=job.timeout_s, capture=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"the job's command failed in its first run, under {library_name} (exit "
+                               f"{proc.returncode}): {' '.join(argv)}\n{(proc.stdout + proc.stderr)[-3000:]}")
+        calls = callsizes.read(folder, job.ranks)
+    calls = calls.assign(calls_per_step=calls["calls"] / (job.steps or 1), library=library_name, ranks=job.ranks,
+                         nodes=job.nodes)
     return calls.astype({"bytes": int, "calls": int, "calls_per_step": float})
 
 
@@ -250,13 +316,16 @@ def choose(predictions) -> dict[str, str]:
 
 
 def check_training(job: Job, settings: Settings, picks: dict[str, str]):
-    """Each library's default and its pick (where it is not the default) in paired, interleaved training rounds."""
+    """Each library's default and its pick (where it is not the default) in paired, interleaved training rounds: the
+    rows with `unit_s` (seconds a training step, or a run of the user's program, took) and `rate` (its inverse)."""
     import pandas as pd
 
     from ardlab.comm.libraries import DEFAULT
     from ardlab.driver import run_comparison
     from ardlab.plan import Comparison
 
+    if job.command:
+        return _check_command(job, settings, picks)
     variants = []
     for lib, alg in picks.items():
         variants.append(job.training_plan(lib, steps=settings.check_steps))
@@ -264,7 +333,37 @@ def check_training(job: Job, settings: Settings, picks: dict[str, str]):
             variants.append(job.training_plan(lib, steps=settings.check_steps, algorithm=alg))
     c = Comparison("advise-check", variants, rounds=settings.check_rounds, seed=settings.seed + 1,
                    progress=settings.progress, switch_in_launch=True)
-    return pd.DataFrame(run_comparison(c))
+    rows = pd.DataFrame(run_comparison(c))
+    rate = rows["img_per_s"].astype(float)
+    return rows.assign(round=rows["round"].astype(int), rate=rate, unit_s=job.batch_per_rank * job.ranks / rate)
+
+
+def _check_command(job: Job, settings: Settings, picks: dict[str, str]):
+    """The user's program, a launch per variant and round in each round's shuffled order, timed as a whole."""
+    import pandas as pd
+
+    from ardlab import rounds
+    from ardlab.comm import launch
+    from ardlab.comm.libraries import DEFAULT
+
+    variants = [(lib, a) for lib, alg in picks.items() for a in dict.fromkeys([DEFAULT, alg])]
+    order = rounds.schedule(list(range(len(variants))), rounds=settings.check_rounds, seed=settings.seed + 1,
+                            group="advise-check")
+    rows = []
+    for r, indices in enumerate(order):
+        for pos, i in enumerate(indices):
+            lib, alg = variants[i]
+            argv, env = job.command_launch(lib, alg)
+            started = time.monotonic()
+            proc = launch.execute(argv, env, timeout=job.timeout_s, capture=True)
+            took = time.monotonic() - started
+            if proc.returncode != 0:
+                raise RuntimeError(f"the job's command failed under {lib} with {alg} (round {r}, exit "
+                                   f"{proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
+            unit = took / (job.steps or 1)
+            rows.append({"round": r, "position": pos, "library": lib, "algorithm": alg, "seconds": took,
+                         "unit_s": unit, "rate": 1 / unit})
+    return pd.DataFrame(rows)
 
 
 def advise(job: Job, settings: Settings) -> Advice:
@@ -283,7 +382,7 @@ def advise(job: Job, settings: Settings) -> Advice:
 
     tick("learning the job's calls")
     t0 = time.monotonic()
-    calls = learn_calls(job, settings.libraries[0])
+    calls = learn_calls(job, settings.libraries[0], steps=settings.check_steps)
     learn_s = time.monotonic() - t0
     advice = Advice(job, settings, calls, seconds={"learn": learn_s})
     sizes = sizes_of(calls)
