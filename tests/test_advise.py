@@ -190,3 +190,41 @@ def test_the_fastest_setting_overall_is_compared_with_every_default(tmp_path):
     assert "Fastest in training here: **MPICH, ring** (1.25x [1.25, 1.25] over MPICH's default)." in \
         (tmp_path / "answer.md").read_text()
     assert {p.name for p in paths} == {"mpich.env", "answer.json", "answer.md"}
+
+
+def test_a_pick_that_falls_back_silently_is_reported_and_the_next_taken():
+    from ardlab.advise import prove
+
+    results = {("openmpi", "ring"): prove.FALLBACK, ("openmpi", "rabenseifner"): prove.PROVEN}
+    picks, log = prove.proven_picks({"openmpi": ["ring", "rabenseifner", "default"], "mpich": ["default", "ring"]},
+                                    lambda lib, alg: (results[(lib, alg)], {}))
+    assert picks == {"openmpi": "rabenseifner", "mpich": "default"}
+    assert [(p["algorithm"], p["proof"]) for p in log] == [("ring", prove.FALLBACK), ("rabenseifner", prove.PROVEN)]
+    picks, _ = prove.proven_picks({"openmpi": ["ring", "default"]}, lambda lib, alg: (prove.UNSEEN, {}))
+    assert picks == {"openmpi": "default"}  # nothing proven before the default: the default
+
+
+def test_probe_verdicts_from_hits():
+    from ardlab.advise import prove
+    from ardlab.comm.libraries import library
+
+    sym = library("openmpi").algorithms["ring"].symbol
+    other = library("openmpi").algorithms["recursive_doubling"].symbol
+    assert prove.verdict("openmpi", "ring", {sym: 6}) == prove.PROVEN
+    assert prove.verdict("openmpi", "ring", {other: 6}) == prove.FALLBACK
+    assert prove.verdict("openmpi", "ring", {}) == prove.UNSEEN
+    assert prove.verdict("mpich", "ring", {"fallback:ring": 3}) == prove.FALLBACK
+    assert prove.verdict("mpich", "ring", {}) == prove.PROVEN
+
+
+@pytest.mark.slow
+def test_picks_are_proven_by_the_librarys_behaviour():
+    """Real probes (gdb breakpoints, MPICH's fallback reports) on 2 ranks at 1 MiB calls."""
+    from ardlab.advise import prove
+
+    job = run.Job("tensorflow", "alexnet", 2)
+    assert prove.probe_pick(job, "openmpi", "ring", 1 << 18)[0] == prove.PROVEN
+    assert prove.probe_pick(job, "intelmpi", "rabenseifner", 1 << 18)[0] == prove.PROVEN
+    assert prove.probe_pick(job, "mpich", "ring", 1 << 18)[0] == prove.PROVEN
+    # MPICH's reduce_scatter_allgather needs at least as many elements as ranks: at 1 element it falls back
+    assert prove.probe_pick(job, "mpich", "reduce_scatter_allgather", 1)[0] == prove.FALLBACK

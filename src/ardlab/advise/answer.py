@@ -30,7 +30,9 @@ def rows(advice) -> list[dict]:
     out = []
     pred = advice.predictions
     for lib, alg in advice.picks.items():
-        row = {"library": lib, "setting": alg, "predicted": 1.0, "predicted_low": math.nan,
+        proofs = [p for p in advice.proofs if p["library"] == lib]
+        row = {"library": lib, "setting": alg, "proof": "; ".join(f"{p['algorithm']}: {p['proof']}" for p in proofs)
+               or "-", "predicted": 1.0, "predicted_low": math.nan,
                "predicted_high": math.nan, "measured": 1.0, "measured_low": math.nan, "measured_high": math.nan,
                "verdict": "the default is the best predicted here", "env": library(lib).algorithm_env(alg)}
         if alg != DEFAULT:
@@ -94,11 +96,12 @@ def markdown(advice, table: list[dict], spent: dict, best: dict | None = None) -
     job = advice.job
     what = f"{job.model} ({job.framework})" if job.model else f"`{job.name}`"
     lines = [f"# ardlab advise: {what}, {job.ranks} ranks on {job.nodes} node(s)", "",
-             "| library | setting | predicted | measured | verdict |", "|---|---|---|---|---|"]
+             "| library | setting | predicted | measured | verdict | proof of the forced setting |",
+             "|---|---|---|---|---|---|"]
     for r in table:
         lines.append(f"| {library(r['library']).display} | {r['setting']} | "
                      f"{ci(r['predicted'], r['predicted_low'], r['predicted_high'])} | "
-                     f"{ci(r['measured'], r['measured_low'], r['measured_high'])} | {r['verdict']} |")
+                     f"{ci(r['measured'], r['measured_low'], r['measured_high'])} | {r['verdict']} | {r['proof']} |")
     if best:
         over = ", ".join(f"{ci(v['speedup'], v['low'] if v['low'] is not None else math.nan, v['high'] or math.nan)}"
                          f" over {library(lib).display}'s default" for lib, v in best["over_defaults"].items()
@@ -129,6 +132,7 @@ def write(advice, output: Path) -> list[Path]:
             f.write(exports(lib, alg))
         paths.append(path)
     doc = {"job": vars(advice.job), "libraries": advice.settings.libraries, "race": advice.race,
+           "proofs": advice.proofs,
            "answer": [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in table],
            "overall": best, "cost": spent}
     with atomic_open(output / "answer.json", "w") as f:

@@ -10,7 +10,8 @@
    after each round, algorithms clearly slower than their library's leader leave the race (``ardlab.advise.race``);
    each library's default always stays (it is what the choice is checked against).
 3. Predict each candidate's Allreduce time per step (``ardlab.analysis.picks.predict``: the calls x the measured
-   times), pick per library and overall.
+   times), pick per library the fastest that the library's own behaviour proves it runs (``ardlab.advise.prove``;
+   a silent fallback is reported and the next candidate taken).
 4. Check in training: each library's default against its pick, paired and interleaved (``ardlab.driver``; a user's
    program timed as a whole, start-up included), the measured speedup with its interval beside the predicted one.
 
@@ -141,6 +142,7 @@ class Advice:
     race: list[dict] = field(default_factory=list)  # per round: who was measured, who left
     predictions: object = None  # pandas: library, algorithm, predicted_us_per_step (median over rounds)
     picks: dict[str, str] = field(default_factory=dict)  # library -> algorithm
+    proofs: list[dict] = field(default_factory=list)  # each probe of a pick: library, algorithm, proof, hits
     check: object = None  # pandas: every training row of the check
     seconds: dict[str, float] = field(default_factory=dict)  # phase -> wall seconds
 
@@ -308,11 +310,16 @@ def race(job: Job, settings: Settings, calls, sizes: list[int], deadline: float,
     return pd.concat(rows, ignore_index=True), predicted(pd.concat(rows, ignore_index=True), calls), log
 
 
-def choose(predictions) -> dict[str, str]:
-    """Per library, the algorithm with the lowest median predicted time per step over the rounds (the default
-    included: it may be the best)."""
+def ranked(predictions) -> dict[str, list[str]]:
+    """Per library, its candidates by median predicted time per step over the rounds, fastest first (the default
+    among them: it may be the best)."""
     med = predictions.groupby(["library", "algorithm"], as_index=False)["predicted_us_per_step"].median()
-    return {lib: g.sort_values("predicted_us_per_step")["algorithm"].iloc[0] for lib, g in med.groupby("library")}
+    return {lib: list(g.sort_values("predicted_us_per_step")["algorithm"]) for lib, g in med.groupby("library")}
+
+
+def choose(predictions) -> dict[str, str]:
+    """Per library, the candidate with the lowest median predicted time per step."""
+    return {lib: names[0] for lib, names in ranked(predictions).items()}
 
 
 def check_training(job: Job, settings: Settings, picks: dict[str, str]):
@@ -398,7 +405,12 @@ def advise(job: Job, settings: Settings) -> Advice:
     advice.bench, advice.predictions, advice.race = race(job, settings, calls, sizes, deadline, check_estimate,
                                                          tick=lambda: tick("racing"))
     advice.seconds["microbench"] = time.monotonic() - t0
-    advice.picks = choose(advice.predictions)
+    tick("proving the picks")
+    from ardlab.advise import prove
+
+    count = prove.dominant_count(calls)
+    advice.picks, advice.proofs = prove.proven_picks(
+        ranked(advice.predictions), lambda lib, alg: prove.probe_pick(job, lib, alg, count))
     tick("training check")
     t0 = time.monotonic()
     advice.check = check_training(job, settings, advice.picks)
