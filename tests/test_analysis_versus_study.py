@@ -179,6 +179,9 @@ def test_regimes_put_runs_at_two_rates_on_one_figure(tmp_path):
     assert "| MPICH: the microbenchmark's pick over its default (1.2x), largest of 1 | 1 | **1.25x [" in md
     assert "1 Gbit/s (a)" in md and "250 Mbit/s (b)" in md
     assert (tmp_path / "study" / "tables" / "study_groups.csv").is_file()
+    short = (tmp_path / "study" / "tables" / "study_headline_short.md").read_text().splitlines()
+    assert "what the intervals say" not in short[0] and short[0].startswith("| claim")
+    assert all(", all groups |" in row for row in short[2:]), short
     assert (tmp_path / "study" / "figures" / "forest_tuned.png").stat().st_size > 0
 
 

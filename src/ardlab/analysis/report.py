@@ -30,8 +30,9 @@ Figures in <results>/figures/measured (``figures``).
 claim of either run, measured or not in the other, and the shares that replicate both ways (``reproduce``).
 `ardlab report --regimes RUN... --output DIR` puts the selection_vs_share points of reported runs at different link
 rates in one table (DIR/tables/regimes) and one figure (DIR/figures/speedup_vs_allreduce_share), the runs' pooled
-claims side by side (DIR/tables/study_vs_ardlab; the README's table of the tuned files and the across-library claim is
-DIR/tables/study_headline.md) and a forest figure per claim
+claims side by side (DIR/tables/study_vs_ardlab; the table of the tuned files and the across-library claim is
+DIR/tables/study_headline.md, pooled over every group alone DIR/tables/study_headline_short.md, the README's) and a
+forest figure per claim
 (DIR/figures/forest_<claim>) (``versus_study``).
 """
 
@@ -168,5 +169,8 @@ def regimes_report(runs: list[str | Path], output: str | Path) -> list[Path]:
             + [write_csv(tables / "study_vs_ardlab.csv", list(head.columns), head.to_dict("records")),
                save_markdown(columns, rows, tables / "study_vs_ardlab.md"),
                save_markdown(*versus_study.headline_markdown(head, runs, versus_study.README_CLAIMS),
-                             tables / "study_headline.md")]
+                             tables / "study_headline.md"),
+               save_markdown(*versus_study.headline_markdown(head, runs, versus_study.README_CLAIMS,
+                                                             versus_study.README_REGIMES, said=False),
+                             tables / "study_headline_short.md")]
             + versus_study.figure(pts, figs) + forests)

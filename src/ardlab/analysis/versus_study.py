@@ -145,7 +145,9 @@ def _cell(r) -> str:
     return f"{star}{r.speedup:.2f}x{ci}{star}"
 
 
-README_CLAIMS = ("tuned", "fastest_over_slowest_default")  # the README's compact table (study_headline.md)
+README_CLAIMS = ("tuned", "fastest_over_slowest_default")  # the claims of study_headline.md
+# the README's front page (study_headline_short.md): those claims pooled over every group, the runs' cells alone
+README_REGIMES = (sc.ALL_GROUPS,)
 
 
 def _said(g: pd.DataFrame) -> str:
@@ -156,12 +158,13 @@ def _said(g: pd.DataFrame) -> str:
     return "; ".join(f"{run}: {a}" for run, a in said.items())
 
 
-def headline_markdown(t: pd.DataFrame, runs: list[str | Path],
-                      claims: tuple[str, ...] = HEADLINE_CLAIMS) -> tuple[list[str], list[list[str]]]:
+def headline_markdown(t: pd.DataFrame, runs: list[str | Path], claims: tuple[str, ...] = HEADLINE_CLAIMS,
+                      regimes: tuple[str, ...] | None = None, said: bool = True) -> tuple[list[str], list[list[str]]]:
     """`headline`'s rows (of `claims`) as the README shows them: one row per claim, library and regime, one column
     per run (its link rate and folder), each cell the pooled speedup with its 95% interval (bold where it excludes
     1), a largest single group as "largest of N" with its adjusted interval; Intel MPI named with its tuning file;
-    the last column says what the intervals say against the study's value (``study_claims.agreement``)."""
+    the last column says what the intervals say against the study's value (``study_claims.agreement``; left out
+    with `said` False). `regimes`: only those (e.g. the pooled "all groups"), default every one."""
     from ardlab.cluster.links import rate_text
 
     rate = t.drop_duplicates("run").set_index("run").link_rate.to_dict()
@@ -170,9 +173,12 @@ def headline_markdown(t: pd.DataFrame, runs: list[str | Path],
         r = rate.get(str(Path(run)))
         return f"{rate_text(r) if r else 'one node'} ({Path(run).name})"
 
-    columns = ["claim (the study's value), regime", "groups", *map(heading, runs), "what the intervals say"]
+    columns = ["claim (the study's value), regime", "groups", *map(heading, runs)]
+    columns += ["what the intervals say"] if said else []
     rows = []
     for (claim, lib, regime), g in t[t.claim.isin(claims)].groupby(["claim", "library", "regime"], sort=False):
+        if regimes is not None and regime not in regimes:
+            continue
         first = g.iloc[0]
         files = sorted({f for x in g.tuning_files if isinstance(x, str) for f in x.split(";") if f})
         text = first.text + (f" ({', '.join(f'`{f}`' for f in files)})" if files else "")
@@ -181,7 +187,8 @@ def headline_markdown(t: pd.DataFrame, runs: list[str | Path],
         cells = {r.run: _cell(r) + (f" in `{r.group}`" if largest and isinstance(r.group, str) else "")
                  for r in g.itertuples()}
         groups = "/".join(dict.fromkeys(f"{1 if largest else int(n)}" for n in g.groups))
-        rows.append([f"{text}{study}, {regime}", groups, *[cells.get(str(Path(r)), "") for r in runs], _said(g)])
+        rows.append([f"{text}{study}, {regime}", groups, *[cells.get(str(Path(r)), "") for r in runs]]
+                    + ([_said(g)] if said else []))
     return columns, rows
 
 
