@@ -89,3 +89,17 @@ def test_every_library_says_how_its_ranks_start_under_slurm(monkeypatch):
     argv, _ = launch.allocation_command("mpich", 4, 2, ["python"], srun_mpi="pmix")
     assert argv[:2] == ["srun", "--mpi=pmix"]
     assert launch.allocation_command("openmpi", 4, 2, ["python"])[0][0] == "srun"
+
+
+def test_every_setting_a_library_forces_or_tunes_with_is_recorded_in_the_rows():
+    """A library's forcing and tuning settings start with one of its own knob_prefixes (a library that forgot them
+    would have its settings silently left out of the rows' `knobs` column); none is a runtime path."""
+    from ardlab.comm.libraries import LIBRARIES, knobs_in_force, runtime_path_settings
+
+    for lib in LIBRARIES.values():
+        names = {*lib.force_env, *lib.tuning_env, *(k for a in lib.algorithms.values() for k in a.env)}
+        assert names, lib.name
+        for name in names:
+            assert name.startswith(lib.knob_prefixes), (lib.name, name)
+            assert name not in runtime_path_settings()
+        assert all(k in knobs_in_force(dict.fromkeys(names, "1")) for k in names)

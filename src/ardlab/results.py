@@ -195,13 +195,6 @@ def selected_algorithms(selection_file: str | os.PathLike) -> list[str]:
 
 # Environment variables recorded with every row as the knobs in force: the MPI libraries' and Horovod's settings,
 # and NumPy's huge-page advice for its buffers (ardlab.plan.KIND_ENV).
-KNOB_PREFIXES = ("MPIR_CVAR_", "OMPI_MCA_", "I_MPI_", "HOROVOD_", "PRTE_MCA_", "NUMPY_MADVISE_HUGEPAGE")
-# Settings that only say where a launch's runtime files go (ardlab.comm.launch.scratch_env, a fresh folder per
-# launch): not knobs, and never recorded as such.
-RUNTIME_PATH_SETTINGS = ("TMPDIR", "OMPI_MCA_btl_sm_backing_directory", "PRTE_MCA_prte_tmpdir_base",
-                         "PMIX_MCA_pmix_tmpdir_base")
-
-
 @contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs):
     """`open` for writing whose result appears under `path` only when the block completes."""
@@ -236,13 +229,6 @@ def write_csv(path: str | os.PathLike, columns: Sequence[str], rows: Iterable[Ma
 def knobs_string(env: Mapping[str, str]) -> str:
     """The settings in force as one CSV field: 'K=V;K=V', sorted."""
     return ";".join(f"{k}={v}" for k, v in sorted(env.items()))
-
-
-def knobs_in_force(environ: Mapping[str, str] | None = None) -> str:
-    """The MPI / Horovod settings present in an environment, as `knobs_string`."""
-    environ = os.environ if environ is None else environ
-    return knobs_string({k: v for k, v in environ.items()
-                         if k.startswith(KNOB_PREFIXES) and k not in RUNTIME_PATH_SETTINGS})
 
 
 def markdown(columns: Sequence[str], rows: Iterable[Sequence]) -> str:

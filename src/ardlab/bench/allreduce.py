@@ -248,8 +248,8 @@ def measure(plan: Plan, *, progress: bool = True) -> list[dict]:
     from mpi4py import MPI
 
     from ardlab.comm import detect
+    from ardlab.comm.libraries import knobs_in_force
     from ardlab.comm.traffic import loss_fields, node_leader
-    from ardlab.results import knobs_in_force
 
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()

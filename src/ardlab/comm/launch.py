@@ -17,8 +17,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ardlab.comm.libraries import DEFAULT, library, run_env
-from ardlab.results import RUNTIME_PATH_SETTINGS
+from ardlab.comm.libraries import DEFAULT, library, run_env, runtime_path_settings
 
 # The thread-count variables of the runtimes a rank may load (OpenMP, OpenBLAS, MKL): all set together, so no
 # library falls back to one thread per core when a rank should have its share only.
@@ -91,7 +90,7 @@ SCRATCH_BASE = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.
 def scratch_env(folder: Path) -> dict[str, str]:
     """Settings that put the runtimes' files of one launch under `folder` (TMPDIR, Open MPI's shared-memory backing
     folder, PRRTE's and PMIx's session folders)."""
-    return dict.fromkeys(RUNTIME_PATH_SETTINGS, str(folder))
+    return dict.fromkeys(runtime_path_settings(), str(folder))
 
 
 # What Slurm's pmi2 plugin says when it has read a PMI-1 request in two pieces: it reads one request with a single

@@ -130,6 +130,12 @@ class Library:
     tuning_env: Mapping[str, str]
     tuning_suffix: str  # file name suffix of the tuned selection file
     notes: str = ""
+    # The prefixes of the library's settings (and its runtime's): a row's `knobs` column records every setting in
+    # force that starts with one (results.knobs_string; ``knobs_in_force`` below).
+    knob_prefixes: tuple[str, ...] = ()
+    # Its settings that only say where a launch's runtime files go (launch.scratch_env sets them to a fresh folder
+    # per launch): never recorded as knobs.
+    runtime_paths: tuple[str, ...] = ()
     # Settings the ranks need under `srun --mpi=<srun_mpi>` (a value the caller's environment already has wins:
     # a site's own PMI library, say).
     srun_env: Mapping[str, str] = field(default_factory=dict)
@@ -285,6 +291,7 @@ MPICH = Library(
     # The JSON replaces MPICH's whole built-in selection tree, so it must cover every collective.
     tuning_env={"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": "{path}", "MPIR_CVAR_DEVICE_COLLECTIVES": "none"},
     tuning_suffix=".json",
+    knob_prefixes=("MPIR_CVAR_",),
     algorithm_var=_MPICH_VAR,
     tuned_writer="mpich_json",
     switching=Switching(
@@ -339,6 +346,8 @@ OPENMPI = Library(
     tuning_env={"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_dynamic_rules_filename": "{path}",
                 "OMPI_MCA_coll": "^han"},
     tuning_suffix=".rules",
+    knob_prefixes=("OMPI_MCA_", "PRTE_MCA_"),
+    runtime_paths=("OMPI_MCA_btl_sm_backing_directory", "PRTE_MCA_prte_tmpdir_base", "PMIX_MCA_pmix_tmpdir_base"),
     algorithm_var=_OMPI_VAR,
     tuned_writer="openmpi_rules",
     # coll/tuned copies its forced algorithm into a communicator's module when the communicator is made; coll/han
@@ -422,6 +431,7 @@ INTELMPI = Library(
     srun_mpi="pmi2",
     tuning_env={_IMPI_VAR: "{contents}"},
     tuning_suffix=".adjust",
+    knob_prefixes=("I_MPI_",),
     algorithm_var=_IMPI_VAR,
     tuned_writer="intelmpi_adjust",
     srun_env={"I_MPI_PMI_LIBRARY": PMI2_LIBRARY},
@@ -488,6 +498,29 @@ def algorithm(library_name: str, name: str) -> Algorithm:
             f"valid: {', '.join(algs)}"
         )
     return algs[name]
+
+
+# What every row records besides the libraries' own settings: Horovod's knobs and NumPy's huge-page switch.
+OTHER_KNOB_PREFIXES = ("HOROVOD_", "NUMPY_MADVISE_HUGEPAGE")
+
+
+def knob_prefixes() -> tuple[str, ...]:
+    """The prefixes of the settings a row's `knobs` column records: every library's, then OTHER_KNOB_PREFIXES."""
+    return tuple(dict.fromkeys(p for lib in LIBRARIES.values() for p in lib.knob_prefixes)) + OTHER_KNOB_PREFIXES
+
+
+def runtime_path_settings() -> tuple[str, ...]:
+    """The settings that only place a launch's runtime files (TMPDIR and every library's runtime_paths)."""
+    return ("TMPDIR", *dict.fromkeys(p for lib in LIBRARIES.values() for p in lib.runtime_paths))
+
+
+def knobs_in_force(environ: Mapping[str, str] | None = None) -> str:
+    """The MPI / Horovod settings present in an environment, as results.knobs_string."""
+    from ardlab.results import knobs_string
+
+    environ = os.environ if environ is None else environ
+    prefixes, places = knob_prefixes(), set(runtime_path_settings())
+    return knobs_string({k: v for k, v in environ.items() if k.startswith(prefixes) and k not in places})
 
 
 def run_env(library_name: str, algorithm_name: str) -> dict[str, str]:

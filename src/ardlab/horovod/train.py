@@ -236,9 +236,10 @@ def _train(tf, hvd, cfg: TFConfig, algorithm_label: str | None) -> dict | None:
     from mpi4py import MPI
 
     from ardlab.comm import detect, forced_algorithm
+    from ardlab.comm.libraries import knobs_in_force
     from ardlab.horovod import models
     from ardlab.nn import losses
-    from ardlab.results import knobs_in_force, summary_row, utc_now
+    from ardlab.results import summary_row, utc_now
 
     rank, size = hvd.rank(), hvd.size()
     lib, version = detect(MPI.Get_library_version())

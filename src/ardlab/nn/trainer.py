@@ -286,8 +286,9 @@ def _summary(r: _Run) -> dict:
     last step's loss and accuracy averaged over ranks, or the test split's accuracy where the data set has one."""
     from mpi4py import MPI
 
+    from ardlab.comm.libraries import knobs_in_force
     from ardlab.nn import data, losses
-    from ardlab.results import knobs_in_force, summary_row
+    from ardlab.results import summary_row
 
     cfg, comm, size = r.cfg, r.comm, r.size
     t = np.array(r.times[1:] or r.times)
