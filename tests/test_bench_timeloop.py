@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from ardlab.bench import timeloop, vs_imb
+from ardlab.bench import timeloop
+from ardlab.experiments import vs_imb
 from conftest import ardlab
 
 # A forced algorithm's 4 B time from ardlab's compiled loop is within this of IMB-MPI1's (the issue's "a few
@@ -87,8 +88,8 @@ def test_agreement_needs_the_ratio_within_ten_percent_and_a_difference_its_inter
 
 
 def test_unknown_tools_are_named():
-    proc = subprocess.run([sys.executable, "-m", "ardlab.bench.vs_imb", "--tools", "imb,osu"], capture_output=True,
-                          text=True)
+    proc = subprocess.run([sys.executable, "-m", "ardlab.experiments.vs_imb", "--tools", "imb,osu"],
+                          capture_output=True, text=True)
     assert proc.returncode == 2 and "'osu'" in proc.stderr, proc.stderr
 
 
@@ -96,7 +97,7 @@ def test_a_run_can_keep_some_algorithms_and_names_one_it_does_not_check():
     assert vs_imb.cross_checked(["intelmpi", "mpich"], ("recursive_doubling",)) == [
         ("intelmpi", "recursive_doubling"), ("mpich", "recursive_doubling")]
     assert len(vs_imb.cross_checked(["mpich"])) == len(vs_imb.ALGORITHMS["mpich"])
-    proc = subprocess.run([sys.executable, "-m", "ardlab.bench.vs_imb", "--libraries", "intelmpi", "--algorithms",
+    proc = subprocess.run([sys.executable, "-m", "ardlab.experiments.vs_imb", "--libraries", "intelmpi", "--algorithms",
                            "reduce_bcast,rabenseifner"], capture_output=True, text=True)
     assert proc.returncode == 2 and "['rabenseifner']" in proc.stderr and "intelmpi: default" in proc.stderr, \
         proc.stderr

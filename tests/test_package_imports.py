@@ -22,9 +22,10 @@ LAYERS = [
     "ardlab.driver",  # starts the ranks of a plan
     "ardlab.nn",  # the CNN framework (oneDNN or NumPy kernels, data parallel over MPI)
     "ardlab.horovod",  # TensorFlow + Horovod (translates ardlab.nn models)
-    "ardlab.bench",  # microbenchmark and benchmark scripts
+    "ardlab.bench",  # the microbenchmark, message sizes, the timing loop, the call counter
     "ardlab.analysis",  # tables, tuned files, cost models, figures
     "ardlab.advise",  # `ardlab advise`: one job's calls raced within a budget, the choice checked in training
+    "ardlab.experiments",  # investigations: benchmark scripts answering one question each
     "ardlab.study",  # the workflow's config, matrix and job commands
     "ardlab.rank",  # what each launched rank runs
     "ardlab.cli",  # the command line

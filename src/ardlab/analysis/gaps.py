@@ -2,7 +2,7 @@
 
     python -m ardlab.analysis.gaps [--folder results/benchmarks/gaps_2x2]
 
-A gap is one algorithm's Allreduce time over another's at one size, measured by ``ardlab.bench.link_queue`` in
+A gap is one algorithm's Allreduce time over another's at one size, measured by ``ardlab.experiments.link_queue`` in
 interleaved rounds with the links' tbf queue at the emulated cluster's 1 ms and at a deep 30 ms. Per round r, with
 t the time ratio and b the ratio of the bytes each sent per call (eth0, both nodes), the gap under the cluster's
 queue factors exactly into three parts:
@@ -16,7 +16,7 @@ estimates multiply to the gap's. Each part has its own paired bootstrap interval
 every vector in turn), latency, and the ranks time-sharing the cores on the network path. Where a run measured it
 with wait mode off (busy polling on the shared cores), that setting's gap is taken apart beside the one with wait mode
 on (the cluster's setting on time-shared cores); and the one-node run on a machine with a core per rank
-(``ardlab.bench.core_per_rank``, no network) gives time-sharing's share there: its "shared over spread" rows.
+(``ardlab.experiments.core_per_rank``, no network) gives time-sharing's share there: its "shared over spread" rows.
 
 Inputs (each a ``*_rounds.csv`` of link_queue, one row a launch's size): the pairs in ``GAPS``. Output:
 ``decomposition.csv`` (tidy: one row a part) and ``decomposition.md`` (one row a gap, its parts side by side); and

@@ -1,39 +1,5 @@
-"""Measurement and benchmark scripts.
-
-- ``allreduce``: the Allreduce latency microbenchmark (OSU/IMB method) that ``ardlab bench allreduce`` and the
-  workflow run; ``sizes``: message-size lists and ranges.
-- Benchmark scripts that print figures measured side by side in one run (``python -m ardlab.bench.<name>``):
-  ``own_vs_native`` (our Allreduce algorithms against each library's best), ``nn_speed`` (ardlab.nn img/s and
-  convolution GFLOP/s against NumPy's sgemm), ``vs_tensorflow`` (ardlab.nn against tf.keras, with the per-layer
-  profile), ``frameworks`` (ardlab.nn against TensorFlow + Horovod per library), ``dp_overlap`` (the 2-rank
-  data-parallel step against the 1-rank step per backend and mode), ``onednn_overhead`` (the oneDNN binding's
-  per-call cost against NumPy), ``onednn_dense`` (Dense on oneDNN against Dense on BLAS in an onednn model),
-  ``onednn_layouts`` (the convolutions' chosen weight layouts against the plain HWIO array), ``link_queue`` (on
-  the emulated cluster: Allreduce with tbf's queue at the cluster's 1 ms against deeper queues).
+"""What the workflow and the CLI measure with: ``allreduce``, the Allreduce latency microbenchmark (OSU/IMB method)
+that ``ardlab bench allreduce`` and the workflow run; ``sizes``, message-size lists and ranges; ``timeloop``, its
+compiled timing loop; ``callsizes``, the counter of the Allreduce calls a training run makes. The one-off
+investigations (benchmark scripts and their studies) are in ``ardlab.experiments``.
 """
-
-
-def add_round_arguments(p, rounds: int) -> None:
-    """The interleaved-round options every benchmark script shares: --rounds, --seed, --output."""
-    p.add_argument("--rounds", type=int, default=rounds)
-    p.add_argument("--seed", type=int, default=0, help="seed of the rounds' orders")
-    p.add_argument("--output", metavar="CSV", help="also write the rows there (and the same table as .md)")
-
-
-def spread(name: str, values) -> dict:
-    """{name: median, name_min: min, name_max: max} of a per-round measurement (a ratio, mostly)."""
-    import statistics
-
-    values = list(values)
-    return {name: statistics.median(values), f"{name}_min": min(values), f"{name}_max": max(values)}
-
-
-def save_rows(rows, output) -> None:
-    """A benchmark's rows to `output` (.csv, and the same table as .md beside it), saying where; nothing where
-    `output` is None (the script was asked only to print)."""
-    from ardlab.results import save_table
-
-    if output is None:
-        return
-    for path in save_table(rows, output):
-        print(f"wrote {path}")

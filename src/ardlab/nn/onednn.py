@@ -2,7 +2,7 @@
 descriptors, primitives, reorders, and the plain NumPy buffers they read and write.
 
 Why ctypes and not a compiled extension: the call overhead. Measured side by side (``python -m
-ardlab.bench.onednn_overhead``, eltwise ReLU, 1 thread, 5 interleaved rounds): a primitive run through this
+ardlab.experiments.onednn_overhead``, eltwise ReLU, 1 thread, 5 interleaved rounds): a primitive run through this
 binding (argument array, execute, stream wait) costs about 6 us on a 32-byte tensor, NumPy's
 ``np.maximum(x, 0, out=y)`` about 1.4 us; the layers' primitives take 0.1-100 ms, so the binding's overhead is
 about 0.2% of a training step (some 100 primitive runs), and ctypes needs nothing built at install time.

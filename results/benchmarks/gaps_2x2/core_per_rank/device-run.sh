@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device run for issue 43: ardlab.bench.core_per_rank on a machine with a core per rank.
+# Device run for issue 43: ardlab.experiments.core_per_rank on a machine with a core per rank.
 # Stages an Intel MPI environment from the carried, trimmed impi-rt 2021.18.1 wheel contents and mpi4py 4.1.2.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -24,7 +24,7 @@ cd /tmp && I_MPI_PIN=0 $env/bin/mpiexec -n 2 $env/bin/python -c "from mpi4py imp
 cd $root
 mkdir -p $OUT/run
 echo "== run $(date -u)"
-timeout ${RUN_LIMIT:-420} $env/bin/python -m ardlab.bench.core_per_rank --nodes ${NODES:-2,4} --ranks-per-node ${RPN:-2} \
+timeout ${RUN_LIMIT:-420} $env/bin/python -m ardlab.experiments.core_per_rank --nodes ${NODES:-2,4} --ranks-per-node ${RPN:-2} \
   --fallback-ranks ${RANKS:-8} --rounds ${ROUNDS:-5} --steps ${STEPS:-3} --sizes ${SIZES:-256K,1M,4M} \
   --output $OUT/run/core_per_rank 2>&1 | tee $OUT/run.log
 echo "rc=${PIPESTATUS[0]} $(date -u)"

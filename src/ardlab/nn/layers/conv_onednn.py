@@ -10,7 +10,7 @@ and write natively (so consecutive layers never reorder them); the weights live 
 backends and the optimizers use, and are reordered each step into the blocked layout the primitive chose
 (``format_tag_any``), and the weight gradient back from it. ``weights_layout = "hwio"`` makes an ungrouped
 layer's primitives read the HWIO array itself (no reorders): slower implementations, kept for the measurement
-that says so (``python -m ardlab.bench.onednn_layouts``). float32 only.
+that says so (``python -m ardlab.experiments.onednn_layouts``). float32 only.
 """
 
 from __future__ import annotations

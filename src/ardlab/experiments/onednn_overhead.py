@@ -1,6 +1,6 @@
 """Benchmark: the per-call cost of ardlab.nn's ctypes binding to oneDNN against NumPy, side by side.
 
-    .envs/mpich/bin/python -m ardlab.bench.onednn_overhead [--rounds 5]
+    .envs/mpich/bin/python -m ardlab.experiments.onednn_overhead [--rounds 5]
 
 One eltwise ReLU primitive (ardlab.nn.onednn) and ``np.maximum(x, 0, out=y)`` on the same tensor, timed in
 interleaved rounds (each round times both); prints the median microseconds per call over the rounds, with the

@@ -2,7 +2,7 @@
 and with library settings against none.
 
     ardlab cluster up --nodes 4 --rate 250mbit && eval "$(ardlab cluster env)"
-    .envs/tools/bin/python -m ardlab.bench.link_queue [--queues 1ms,30ms] [--sizes 1M,4M] [--rounds 3]
+    .envs/tools/bin/python -m ardlab.experiments.link_queue [--queues 1ms,30ms] [--sizes 1M,4M] [--rounds 3]
         [--settings "OMPI_MCA_btl_tcp_links=2;..."] [--ranks-per-node 2] [--algorithms default,ring]
         [--output results/benchmarks/cluster_link_queue.csv]
 
@@ -28,9 +28,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ardlab.bench import add_round_arguments, save_rows
 from ardlab.comm.launch import PMI_SPLIT
 from ardlab.comm.libraries import LIBRARIES
+from ardlab.experiments import add_round_arguments, save_rows
 
 # Launches of one variant before its failure stands, where Slurm's pmi2 plugin split a PMI-1 request in every attempt
 # of each (MPICH at 2 ranks a node: twice in one run all three attempts of a launch; issue 43's notes).

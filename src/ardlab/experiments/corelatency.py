@@ -4,11 +4,11 @@ A shared-memory Allreduce whose ranks spin on shared flags is bound at small siz
 move between the ranks' CPUs. On a virtual machine that time is the hypervisor's: here it switches between about 100
 and about 450-500 ns per round trip in windows of many seconds, while the guest sees the same CPUs 0 and 1, and
 MPICH's default Allreduce runs about 3x slower in the slow windows, under IMB as under ardlab (docs/usage.md,
-"Timing against IMB-MPI1"). `ardlab.bench.vs_imb` measures it before and after every launch, so that each launch
+"Timing against IMB-MPI1"). `ardlab.experiments.vs_imb` measures it before and after every launch, so that each launch
 carries the window it ran in.
 
-    python -m ardlab.bench.corelatency build                  # (re)build it (containers/install-env, tools env)
-    python -m ardlab.bench.corelatency measure [--cpus 0,1] [--repeat 20] [--interval 1]
+    python -m ardlab.experiments.corelatency build                  # (re)build it (containers/install-env, tools env)
+    python -m ardlab.experiments.corelatency measure [--cpus 0,1] [--repeat 20] [--interval 1]
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def round_trip_ns(cpus: tuple[int, int] = (0, 1), round_trips: int = ROUND_TRIPS
     from ardlab.bench.timeloop import load_built
 
     probe = load_built(LIBRARY_FILE, _FUNCTION, (ctypes.c_int, ctypes.c_int, ctypes.c_long), ctypes.c_double,
-                       "the cache-line latency probe", "ardlab.bench.corelatency")
+                       "the cache-line latency probe", "ardlab.experiments.corelatency")
     ns = probe(a, b, round_trips)
     if ns < 0:
         raise RuntimeError(f"the probe could not pin {_ERRORS.get(int(ns), 'a thread')} (CPUs {a}, {b}; this "
@@ -76,7 +76,7 @@ def window(before_ns: float, after_ns: float, fastest_ns: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m ardlab.bench.corelatency", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m ardlab.experiments.corelatency", description=__doc__.splitlines()[0])
     p.add_argument("action", choices=["build", "measure"])
     p.add_argument("--prefix", default=None, help="build: the environment (default: this interpreter's)")
     p.add_argument("--cpus", default="0,1", help="measure: the two CPUs (default: 0,1)")

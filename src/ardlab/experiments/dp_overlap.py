@@ -1,6 +1,6 @@
 """Benchmark: how much of the gradient Allreduce ardlab.nn's data parallelism hides, per backend and mode.
 
-    python -m ardlab.bench.dp_overlap [--models alexnet,resnet20] [--backends numpy,onednn]
+    python -m ardlab.experiments.dp_overlap [--models alexnet,resnet20] [--backends numpy,onednn]
         [--modes blocking,nonblocking,bucketed] [--library mpich] [--batch-per-rank 64] [--steps 8] [--rounds 3]
         [--output results/benchmarks/nn_dp_overlap.csv]
 
@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ardlab.bench import add_round_arguments, save_rows
+from ardlab.experiments import add_round_arguments, save_rows
 
 
 def _step_s(args: list[str], out: Path) -> float:

@@ -1,4 +1,5 @@
-"""Inside the image against outside (ardlab.bench.image_overhead): the paired ratios on rows with a known overhead,
+"""Inside the image against outside (ardlab.experiments.image_overhead): the paired ratios on rows with a known
+overhead,
 the committed table made from the committed rows, and bad input named before anything runs."""
 
 from pathlib import Path
@@ -7,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ardlab.bench import image_overhead as io
+from ardlab.experiments import image_overhead as io
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,11 +1,11 @@
-"""The prepared run for a machine with a core per rank (ardlab.bench.core_per_rank): its checks refuse, before
+"""The prepared run for a machine with a core per rank (ardlab.experiments.core_per_rank): its checks refuse, before
 anything runs, a machine whose cores would be time-shared, a non-root user and malformed shapes; its training
 summary pairs rounds. (Its full run needs 8 cores: see docs/cluster.md; here its refusals and pieces.)"""
 
 import pandas as pd
 import pytest
 
-from ardlab.bench import core_per_rank as cpr
+from ardlab.experiments import core_per_rank as cpr
 
 
 @pytest.mark.parametrize("nodes, rpn, fallback, have, root, message", [

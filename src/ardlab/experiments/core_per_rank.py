@@ -1,14 +1,15 @@
 """Benchmark, prepared for a machine with a core per rank: Intel MPI's default against its selection without
 time-sharing, under both of its tuning files (issue 43).
 
-    python -m ardlab.bench.core_per_rank [--nodes 2,4] [--ranks-per-node 2] [--rate 1gbit] [--rounds 6]
+    python -m ardlab.experiments.core_per_rank [--nodes 2,4] [--ranks-per-node 2] [--rate 1gbit] [--rounds 6]
         [--output results/benchmarks/gaps_2x2/core_per_rank]
 
 Why: on this project's 2-core machines the large gap (Intel MPI's default 3-5x slower than its selection in training at
 2 nodes x 2 ranks) appears only where 4 ranks time-share 2 cores, under the generic tuning file Intel MPI loads on CPUs
 it does not recognise. A machine with at least nodes x ranks-per-node cores (the 16-core accelerator machine, when one
 is lent) removes the time-sharing. Per node count this brings up the emulated cluster (``ardlab cluster up``), runs
-the microbenchmark (``ardlab.bench.link_queue``: default and rabenseifner, one launch each, the cluster's 1 ms queue
+the microbenchmark (``ardlab.experiments.link_queue``: default and rabenseifner, one launch each, the cluster's 1 ms
+queue
 and a 30 ms one) and AlexNet training (``ardlab train``, ardlab.nn, default and rabenseifner), each under the generic
 file and under the skx file (both forced with I_MPI_TUNING_BIN, so the machine's CPU does not choose), in
 interleaved rounds, and writes per node count the microbenchmark's ratio table and the training's paired ratios.
@@ -272,8 +273,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot bring up the emulated cluster here ({why}): running the fallback instead, 1 node x "
               f"{a.fallback_ranks} ranks, no network, on a core per rank and on half as many cores", flush=True)
         return fallback(tools, out / "fallback", a)
-    from ardlab.bench import link_queue
     from ardlab.cluster import Cluster, default_state
+    from ardlab.experiments import link_queue
 
     for n in nodes:
         sub = out / f"n{n}-r{n * a.ranks_per_node}"

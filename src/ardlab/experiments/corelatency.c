@@ -1,4 +1,4 @@
-/* The cost of moving one cache line between two CPUs (ardlab.bench.corelatency loads it).
+/* The cost of moving one cache line between two CPUs (ardlab.experiments.corelatency loads it).
  *
  * Two threads, one pinned to each CPU, pass one atomic flag back and forth: `round_trips` times the first sets it to
  * an odd value and waits for the second to make it even again. The time of a round trip is what a shared-memory

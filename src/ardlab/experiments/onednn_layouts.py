@@ -1,6 +1,6 @@
 """Benchmark: the oneDNN convolutions with the weights in the layout each primitive chose against the HWIO array.
 
-    .envs/mpich/bin/python -m ardlab.bench.onednn_layouts [--model vgg11] [--batch 64] [--threads 2] [--rounds 5]
+    .envs/mpich/bin/python -m ardlab.experiments.onednn_layouts [--model vgg11] [--batch 64] [--threads 2] [--rounds 5]
         [--output results/benchmarks/nn_onednn_layouts.csv]
 
 Why the onednn backend reorders its weights every step: each convolution primitive may choose its weights'
@@ -22,8 +22,8 @@ import statistics
 import sys
 import time
 
-from ardlab.bench import add_round_arguments, save_rows, spread
 from ardlab.comm.launch import thread_env
+from ardlab.experiments import add_round_arguments, save_rows, spread
 
 DIRECTIONS = ("forward", "backward")
 

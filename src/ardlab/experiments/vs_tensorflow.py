@@ -1,7 +1,7 @@
 """Benchmark: ardlab.nn against tf.keras training the same architecture in one process, side by side.
 
-    .envs/mpich/bin/python -m ardlab.bench.vs_tensorflow [--models resnet20,vgg11,alexnet] [--batch 64] [--threads 2]
-        [--backends numpy,onednn] [--rounds 3]
+    .envs/mpich/bin/python -m ardlab.experiments.vs_tensorflow [--models resnet20,vgg11,alexnet] [--batch 64]
+        [--threads 2] [--backends numpy,onednn] [--rounds 3]
 
 Each (model, variant) runs in its own subprocess (so peak memory, ru_maxrss, is its own), in interleaved rounds
 (every variant of a model once per round, in a shuffled order; the ratios to tf.keras are taken within a
@@ -98,9 +98,9 @@ VARIANTS = {"numpy": "ardlab.nn/numpy", "onednn": "ardlab.nn/onednn"}  # ardlab.
 
 
 def _run_child(fw: str, backend: str, m: str, a, env) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "ardlab.bench.vs_tensorflow", "--child", fw, "--backend", backend,
-                           "--model", m, "--batch", str(a.batch), "--threads", str(a.threads), "--steps", str(a.steps),
-                           "--warmup", str(a.warmup)], capture_output=True, text=True, env=env)
+    proc = subprocess.run([sys.executable, "-m", "ardlab.experiments.vs_tensorflow", "--child", fw, "--backend",
+                           backend, "--model", m, "--batch", str(a.batch), "--threads", str(a.threads), "--steps",
+                           str(a.steps), "--warmup", str(a.warmup)], capture_output=True, text=True, env=env)
     line = [s for s in proc.stdout.splitlines() if s.startswith("RESULT ")]
     if proc.returncode != 0 or not line:
         raise RuntimeError(f"{fw} ({backend}) {m} failed:\n{proc.stderr[-2000:]}")

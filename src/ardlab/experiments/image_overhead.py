@@ -1,7 +1,7 @@
 """Benchmark: the same measurement from an Apptainer image and from the library's environment (.envs), paired and
 interleaved on the emulated cluster (issue 40): what running inside the image costs.
 
-    python -m ardlab.bench.image_overhead --image .cache/images/ardlab-mpich.sif [--library mpich]
+    python -m ardlab.experiments.image_overhead --image .cache/images/ardlab-mpich.sif [--library mpich]
         [--algorithms default,ring] [--sizes 64K,1M,4M] [--rounds 6] [--output results/benchmarks/images/...csv]
 
 Per round, in a shuffled order: for each algorithm, the microbenchmark (``ardlab bench allreduce --in-mpi``) started

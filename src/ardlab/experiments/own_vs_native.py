@@ -1,6 +1,6 @@
 """Benchmark: our ring and Rabenseifner against each library's best native algorithm, side by side.
 
-    python -m ardlab.bench.own_vs_native [--libraries mpich,openmpi,intelmpi] [--ranks 2] [--repeat 3]
+    python -m ardlab.experiments.own_vs_native [--libraries mpich,openmpi,intelmpi] [--ranks 2] [--repeat 3]
 
 For every library: all algorithms at the same sizes (4 B and 1-16 MiB) in paired, interleaved rounds;
 per size the median time of each algorithm. Prints, per library, (a) own / best-native time at >= 1 MiB

@@ -1,6 +1,6 @@
 """Benchmark: ardlab.nn against TensorFlow + Horovod on the same architecture, side by side in one run.
 
-    python -m ardlab.bench.frameworks [--model alexnet] [--ranks 1,2] [--libraries mpich,openmpi,intelmpi]
+    python -m ardlab.experiments.frameworks [--model alexnet] [--ranks 1,2] [--libraries mpich,openmpi,intelmpi]
 
 For each library and rank count, trains the model once with `ardlab train` (bucketed, default algorithm) and
 once with `ardlab train-tf`, synthetic CIFAR-shaped data, the same batch per rank and threads per rank, and

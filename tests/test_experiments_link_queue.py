@@ -1,11 +1,11 @@
-"""The link-queue investigation's paired ratio table (ardlab.bench.link_queue.paired_ratios) on rows whose times,
+"""The link-queue investigation's paired ratio table (ardlab.experiments.link_queue.paired_ratios) on rows whose times,
 bytes and losses are known, and its refusals of a malformed --ratio before anything runs."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from ardlab.bench import link_queue
+from ardlab.experiments import link_queue
 
 
 def _rounds(ratio_by_queue: dict, rounds: int = 6) -> pd.DataFrame:

@@ -1,4 +1,5 @@
-"""The cache-line latency probe (ardlab.bench.corelatency) and the IMB cross-check's use of it: the probe measures a
+"""The cache-line latency probe (ardlab.experiments.corelatency) and the IMB cross-check's use of it: the probe
+measures a
 round trip between two pinned CPUs and names CPUs it cannot pin; every launch of the cross-check carries the round
 trips before and after it, and the table compares the tools again within the machine's fast and slow windows."""
 
@@ -7,7 +8,7 @@ import os
 
 import pytest
 
-from ardlab.bench import corelatency, vs_imb
+from ardlab.experiments import corelatency, vs_imb
 
 two_cpus = pytest.mark.skipif(not {0, 1} <= os.sched_getaffinity(0), reason="needs CPUs 0 and 1")
 

@@ -1,6 +1,6 @@
 """Benchmark ardlab.nn on one process: training img/s per model and backend, and convolution GFLOP/s vs NumPy's sgemm.
 
-    python -m ardlab.bench.nn_speed [--models alexnet,vgg11,resnet20] [--backends numpy,onednn] [--batch 64]
+    python -m ardlab.experiments.nn_speed [--models alexnet,vgg11,resnet20] [--backends numpy,onednn] [--batch 64]
         [--steps 5] [--threads 2] [--rounds 3]
 
 Everything is measured in this one run, in interleaved rounds: each round measures sgemm (2048^3, best of 5 calls)
@@ -19,8 +19,8 @@ import statistics
 import sys
 import time
 
-from ardlab.bench import add_round_arguments, save_rows
 from ardlab.comm.launch import thread_env
+from ardlab.experiments import add_round_arguments, save_rows
 
 
 def _sgemm(np, rng) -> float:

@@ -1,6 +1,6 @@
 """Benchmark: the onednn backend's training step with Dense on oneDNN (its matmuls) against Dense on NumPy's BLAS.
 
-    .envs/mpich/bin/python -m ardlab.bench.onednn_dense [--models vgg11,alexnet] [--batch 64] [--threads 2]
+    .envs/mpich/bin/python -m ardlab.experiments.onednn_dense [--models vgg11,alexnet] [--batch 64] [--threads 2]
         [--rounds 6] [--output results/benchmarks/nn_onednn_dense.csv]
 
 Why it is its own measurement: on the onednn backend the convolutions run in oneDNN's OpenMP threads; a Dense
@@ -22,8 +22,8 @@ import subprocess
 import sys
 import time
 
-from ardlab.bench import add_round_arguments, save_rows, spread
 from ardlab.comm.launch import thread_env
+from ardlab.experiments import add_round_arguments, save_rows, spread
 
 
 def _child(model_name: str, dense: str, batch: int, steps: int, warmup: int) -> float:
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             order = list(steps)
             rng.shuffle(order)
             for dense in order:
-                proc = subprocess.run([sys.executable, "-m", "ardlab.bench.onednn_dense", "--child", m, dense,
+                proc = subprocess.run([sys.executable, "-m", "ardlab.experiments.onednn_dense", "--child", m, dense,
                                        "--batch", str(a.batch), "--steps", str(a.steps), "--warmup", str(a.warmup)],
                                       capture_output=True, text=True, env=env)
                 line = [s for s in proc.stdout.splitlines() if s.startswith("RESULT ")]

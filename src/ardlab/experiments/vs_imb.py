@@ -1,6 +1,7 @@
 """Benchmark: ardlab's Allreduce microbenchmark against Intel MPI Benchmarks' IMB-MPI1 Allreduce, side by side.
 
-    python -m ardlab.bench.vs_imb [--rounds 5] [--sizes 4:16M:x4] [--ranks 2] [--tools imb,c,...] [--probe-cpus 0,1]
+    python -m ardlab.experiments.vs_imb [--rounds 5] [--sizes 4:16M:x4] [--ranks 2] [--tools imb,c,...]
+                                  [--probe-cpus 0,1]
                                   [--output results/benchmarks/vs_imb.csv] [--raw results/benchmarks/vs_imb_rounds.csv]
 
 IMB-MPI1 comes with the impi-rt wheel. It runs under Intel MPI natively and under MPICH through the MPICH ABI:
@@ -22,7 +23,7 @@ geometric mean of the per-round ratios) with a 95% bootstrap interval over round
 whether `c` agrees with IMB within 10% (`agreement`). Noisy machine: only ratios measured in this one run mean anything.
 
 The machine's windows: before and after every launch the cache-line round trip between the ranks' two CPUs is
-measured (ardlab.bench.corelatency; `--probe-cpus`), and the same ratios are made again over the rounds in which
+measured (ardlab.experiments.corelatency; `--probe-cpus`), and the same ratios are made again over the rounds in which
 both launches ran in a fast window and in a slow one (`*_fast`, `*_slow`): on this virtual machine the cost of
 moving a cache line between the two vCPUs changes about 4x in windows of many seconds, and the spin-based
 shared-memory defaults (MPICH's release_gather above all) follow it, whichever tool times them.
@@ -40,7 +41,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ardlab.bench import add_round_arguments, save_rows
+from ardlab.experiments import add_round_arguments, save_rows
 
 # Per library, the default and forced algorithms that run as themselves at 2 ranks on one node (Intel MPI's
 # rabenseifner, shumilin_ring and knomial fall back to recursive doubling there: README, "Algorithm table"); Intel
@@ -200,10 +201,10 @@ def measure(libraries: list[str], sizes: list[int], ranks: int, rounds: int, see
     """Every (library, algorithm, tool) once per round. A round runs the (library, algorithm) blocks in a seeded
     shuffled order and, inside a block, its tools in one too: the launches a ratio pairs run next to each other
     (seconds apart), so that the machine's drift hardly enters the ratio. With `probe_cpus`, the cache-line round
-    trip between those CPUs (ardlab.bench.corelatency) is measured right before and right after every launch and
+    trip between those CPUs (ardlab.experiments.corelatency) is measured right before and right after every launch and
     kept in its rows (core_rtt_before_ns, core_rtt_after_ns). `algorithms` keeps only those of each library's
     (ALGORITHMS; every name must be one of some library's)."""
-    from ardlab.bench import corelatency
+    from ardlab.experiments import corelatency
     from ardlab.rounds import order, schedule
 
     def probe() -> float:
@@ -237,10 +238,10 @@ def _column(tool: str) -> str:
 
 
 def with_windows(df):
-    """`df` (raw rows) with each launch's `window` (ardlab.bench.corelatency.window: fast, slow or mixed) from the
+    """`df` (raw rows) with each launch's `window` (ardlab.experiments.corelatency.window: fast, slow or mixed) from the
     cache-line round trips measured before and after it, against the fastest of the whole run; empty where a row has
     none (rows from before the probe)."""
-    from ardlab.bench.corelatency import window
+    from ardlab.experiments.corelatency import window
 
     if "core_rtt_before_ns" not in df:
         return df.assign(window="")
@@ -268,7 +269,7 @@ def summarize(rows: list[dict]) -> list[dict]:
     Where the rows carry the cache-line probe, the same ratios again over the rounds in which both launches ran in a
     fast window
     (`*_fast`; `rounds_fast` counts those of IMB and `c`) and in a slow one (`*_slow`): the machine's windows
-    (ardlab.bench.corelatency) told apart from the tools."""
+    (ardlab.experiments.corelatency) told apart from the tools."""
     import pandas as pd
 
     df = with_windows(pd.DataFrame(rows))
@@ -336,7 +337,7 @@ def agreement(ratio: float, lo: float, hi: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     from ardlab.bench.sizes import parse_sizes
 
-    p = argparse.ArgumentParser(prog="python -m ardlab.bench.vs_imb", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m ardlab.experiments.vs_imb", description=__doc__.splitlines()[0])
     p.add_argument("--libraries", default=",".join(ALGORITHMS))
     p.add_argument("--sizes", default="4:16M:x4")
     p.add_argument("--ranks", type=int, default=2)
@@ -346,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"what to run per (library, algorithm); valid: {', '.join(TOOLS)}")
     p.add_argument("--probe-cpus", default="0,1",
                    help="the two CPUs whose cache-line round trip is measured before and after every launch "
-                        "(ardlab.bench.corelatency; default 0,1, the ranks' CPUs on 2 cores), or 'none'")
+                        "(ardlab.experiments.corelatency; default 0,1, the ranks' CPUs on 2 cores), or 'none'")
     p.add_argument("--raw", metavar="CSV", help="also write every measured row there")
     p.add_argument("--summarize", metavar="CSV", nargs="+",
                    help="measure nothing: make the table from --raw files (several: their rounds pooled)")
@@ -367,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(str(e))
     probe_cpus = None
     if a.probe_cpus != "none":
-        from ardlab.bench.corelatency import parse_cpus
+        from ardlab.experiments.corelatency import parse_cpus
 
         try:
             probe_cpus = parse_cpus(a.probe_cpus)
