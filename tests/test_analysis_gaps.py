@@ -56,7 +56,7 @@ def test_missing_rounds_are_named(tmp_path):
 def test_the_committed_decomposition_is_made_from_the_committed_rows(tmp_path):
     import shutil
 
-    folder = ROOT / "results/benchmarks/gaps_2x2"
+    folder = ROOT / "results/experiments/gaps_2x2"
     for name in {g[0] for g in gaps.GAPS}:
         shutil.copy(folder / name, tmp_path / name)
     (tmp_path / gaps.CORE_PER_RANK).parent.mkdir(parents=True)
@@ -71,7 +71,7 @@ def test_the_committed_decomposition_is_made_from_the_committed_rows(tmp_path):
 def test_the_bytes_alone_bound_training_below_what_the_shallow_queue_made():
     """On the committed runs: a 2x Allreduce bounds the default's step at under 1.8x; the emulated cluster measured
     3.6-5.5x where the calls are large (AlexNet, VGG-16), about 1x for ResNet-20 (small calls: bytes not doubled)."""
-    t = pd.read_csv(ROOT / "results/benchmarks/gaps_2x2/training_bound.csv")
+    t = pd.read_csv(ROOT / "results/experiments/gaps_2x2/training_bound.csv")
     assert (t.bytes_only_bound < 1.8).all() and (t.bytes_only_bound > 1.4).all()
     large = t[t.model != "resnet20"]
     assert (large.measured_default_over_selection > 2 * large.bytes_only_bound).all()

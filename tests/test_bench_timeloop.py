@@ -15,7 +15,7 @@ from conftest import ardlab
 
 # A forced algorithm's 4 B time from ardlab's compiled loop is within this of IMB-MPI1's (the issue's "a few
 # microseconds"): measured 0.06-1.1 us apart at 4 B for every forced algorithm of both libraries, against 1.5-5.7x
-# IMB's time with the Python loop (results/benchmarks/vs_imb.md).
+# IMB's time with the Python loop (results/experiments/vs_imb/vs_imb.md).
 AGREE_US = 3.0
 
 

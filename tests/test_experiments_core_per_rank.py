@@ -109,7 +109,7 @@ def test_the_committed_tables_are_made_from_the_committed_rows(tmp_path, run):
     import shutil
     from pathlib import Path
 
-    committed = Path(__file__).resolve().parents[1] / "results/benchmarks/gaps_2x2/core_per_rank" / run
+    committed = Path(__file__).resolve().parents[1] / "results/experiments/gaps_2x2/core_per_rank" / run
     shutil.copytree(committed / "fallback", tmp_path / "fallback")
     assert cpr.main(["--summarize", str(tmp_path)]) == 0
     for kind in ("microbench", "train"):

@@ -29,7 +29,7 @@ def test_a_known_overhead_is_recovered_paired_by_round():
 
 
 def test_the_committed_table_is_made_from_the_committed_rows(tmp_path):
-    rows = ROOT / "results/benchmarks/images/mpich_image_vs_env_rows.csv"
+    rows = ROOT / "results/experiments/images/mpich_image_vs_env_rows.csv"
     assert io.main(["--image", "unused", "--summarize", str(rows), "--output", str(tmp_path / "x.csv")]) == 0
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "x_ratio.csv"),
                                   pd.read_csv(rows.with_name("mpich_image_vs_env_ratio.csv")))

@@ -24,7 +24,7 @@ KINDS = ("bench", "train", "train-tf")
 # Settings every launch of a kind gets from the driver (ardlab.driver.launch_env; the plan's own env wins). The
 # microbenchmark's buffers as a C benchmark's malloc gets them (IMB-MPI1, OSU): NumPy asks the kernel for
 # transparent huge pages behind arrays of 4 MiB and more (madvise) unless told not to, and with them the reducing
-# algorithms ran at 0.65-0.76x their time without at 16 MiB (results/benchmarks/vs_imb.md, `c-huge` over `c`).
+# algorithms ran at 0.65-0.76x their time without at 16 MiB (results/experiments/vs_imb/vs_imb.md, `c-huge` over `c`).
 # Inside a launch the caller started (--in-mpi) the caller's environment decides; rows record it among their knobs.
 KIND_ENV = {"bench": {"NUMPY_MADVISE_HUGEPAGE": "0"}}
 

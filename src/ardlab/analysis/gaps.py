@@ -1,6 +1,6 @@
 """Aggregation: the large gaps at 2 emulated nodes x 2 ranks taken apart (issue 43), from committed rows only.
 
-    python -m ardlab.analysis.gaps [--folder results/benchmarks/gaps_2x2]
+    python -m ardlab.analysis.gaps [--folder results/experiments/gaps_2x2]
 
 A gap is one algorithm's Allreduce time over another's at one size, measured by ``ardlab.experiments.link_queue`` in
 interleaved rounds with the links' tbf queue at the emulated cluster's 1 ms and at a deep 30 ms. Per round r, with
@@ -106,8 +106,8 @@ def decomposition(folder: Path):
     for name, library, numerator, denominator, gap in GAPS:
         path = folder / name
         if not path.is_file():
-            raise FileNotFoundError(f"{path}: the rounds of {gap} are not there (results/benchmarks/gaps_2x2/README.md "
-                                    "has the commands that make them)")
+            raise FileNotFoundError(f"{path}: the rounds of {gap} are not there "
+                                    "(results/experiments/gaps_2x2/README.md has the commands that make them)")
         rounds = pd.read_csv(path, keep_default_na=False, na_values=[""])
         rows += decompose(rounds, library, numerator, denominator, gap)
     shared = folder / CORE_PER_RANK
@@ -197,7 +197,7 @@ def markdown(t) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--folder", default="results/benchmarks/gaps_2x2", help="where the rounds are, and the tables go")
+    p.add_argument("--folder", default="results/experiments/gaps_2x2", help="where the rounds are, and the tables go")
     p.add_argument("--runs", default="results/runs/cluster,results/runs/cluster-rerun,results/runs/cluster-250mbit",
                    help="cluster runs whose 2 x 2 training the bytes-only bound is computed for (comma-separated)")
     a = p.parse_args(argv)

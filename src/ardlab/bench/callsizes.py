@@ -7,9 +7,10 @@ names a folder in ARDLAB_CALLSIZES loads it before its MPI library (``load_if_as
 writes its counts there at MPI_Finalize.
 
     python -m ardlab.bench.callsizes build          # for this environment's MPI (containers/install-env)
-    python -m ardlab.bench.callsizes measure --library mpich --ranks 2 --output results/benchmarks/allreduce_sizes.csv
-    python -m ardlab.bench.callsizes summary results/benchmarks/allreduce_sizes*.csv \
-        --output results/benchmarks/allreduce_sizes_summary.csv
+    python -m ardlab.bench.callsizes measure --library mpich --ranks 2 \
+        --output results/experiments/call_sizes/allreduce_sizes.csv
+    python -m ardlab.bench.callsizes summary results/experiments/call_sizes/allreduce_sizes*.csv \
+        --output results/experiments/call_sizes/allreduce_sizes_summary.csv
 
 The table has one row per run, operation and size (rank 0's counts; every rank's must agree, or it is an error):
 framework, model, library, ranks, setting (ardlab.nn's parallel mode and bucket, Horovod's fusion threshold),

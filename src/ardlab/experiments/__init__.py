@@ -1,5 +1,5 @@
 """Investigations: benchmark scripts that print figures measured side by side in one run (``python -m
-ardlab.experiments.<name>``), each answering one question; their results are in ``results/benchmarks/`` (each
+ardlab.experiments.<name>``), each answering one question; their results are in ``results/experiments/`` (each
 folder's or table's README says which command made it). The product (what the workflow and the CLI run) is in
 ``ardlab.bench``.
 

@@ -2,7 +2,7 @@
 time-sharing, under both of its tuning files (issue 43).
 
     python -m ardlab.experiments.core_per_rank [--nodes 2,4] [--ranks-per-node 2] [--rate 1gbit] [--rounds 6]
-        [--output results/benchmarks/gaps_2x2/core_per_rank]
+        [--output results/experiments/gaps_2x2/core_per_rank]
 
 Why: on this project's 2-core machines the large gap (Intel MPI's default 3-5x slower than its selection in training at
 2 nodes x 2 ranks) appears only where 4 ranks time-share 2 cores, under the generic tuning file Intel MPI loads on CPUs
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--summarize", metavar="FOLDER",
                    help="make the fallback's tables again from the rows a run wrote under FOLDER/fallback "
                         "(nothing runs)")
-    p.add_argument("--output", default="results/benchmarks/gaps_2x2/core_per_rank", help="the folder to write into")
+    p.add_argument("--output", default="results/experiments/gaps_2x2/core_per_rank", help="the folder to write into")
     a = p.parse_args(argv)
     if a.summarize:
         return summarize(Path(a.summarize))

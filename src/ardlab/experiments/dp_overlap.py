@@ -2,7 +2,7 @@
 
     python -m ardlab.experiments.dp_overlap [--models alexnet,resnet20] [--backends numpy,onednn]
         [--modes blocking,nonblocking,bucketed] [--library mpich] [--batch-per-rank 64] [--steps 8] [--rounds 3]
-        [--output results/benchmarks/nn_dp_overlap.csv]
+        [--output results/experiments/nn/nn_dp_overlap.csv]
 
 For each model and backend, one round runs `ardlab train` (synthetic CIFAR-shaped data, 1 thread per rank,
 the library's default algorithm) on 1 rank, and on 2 ranks in every parallel mode, in a shuffled order; the step

@@ -2,7 +2,7 @@
 interleaved on the emulated cluster (issue 40): what running inside the image costs.
 
     python -m ardlab.experiments.image_overhead --image .cache/images/ardlab-mpich.sif [--library mpich]
-        [--algorithms default,ring] [--sizes 64K,1M,4M] [--rounds 6] [--output results/benchmarks/images/...csv]
+        [--algorithms default,ring] [--sizes 64K,1M,4M] [--rounds 6] [--output results/experiments/images/...csv]
 
 Per round, in a shuffled order: for each algorithm, the microbenchmark (``ardlab bench allreduce --in-mpi``) started
 by the host's ``srun --mpi=<the table's plugin>`` on the cluster's nodes, one rank a node, once as ``apptainer exec

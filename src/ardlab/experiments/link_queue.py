@@ -4,7 +4,7 @@ and with library settings against none.
     ardlab cluster up --nodes 4 --rate 250mbit && eval "$(ardlab cluster env)"
     .envs/tools/bin/python -m ardlab.experiments.link_queue [--queues 1ms,30ms] [--sizes 1M,4M] [--rounds 3]
         [--settings "OMPI_MCA_btl_tcp_links=2;..."] [--ranks-per-node 2] [--algorithms default,ring]
-        [--output results/benchmarks/cluster_link_queue.csv]
+        [--output results/experiments/cluster_network/cluster_link_queue.csv]
 
 Why: on 4 nodes the Rabenseifner family takes 1.3-2x the wire time at 4 MiB where a ring takes 1.02-1.05x, at
 1 Gbit/s and at 250 Mbit/s alike (so not the shared cores), and tbf drops packets on the links meanwhile. A

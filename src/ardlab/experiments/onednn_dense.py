@@ -1,7 +1,7 @@
 """Benchmark: the onednn backend's training step with Dense on oneDNN (its matmuls) against Dense on NumPy's BLAS.
 
     .envs/mpich/bin/python -m ardlab.experiments.onednn_dense [--models vgg11,alexnet] [--batch 64] [--threads 2]
-        [--rounds 6] [--output results/benchmarks/nn_onednn_dense.csv]
+        [--rounds 6] [--output results/experiments/nn/nn_onednn_dense.csv]
 
 Why it is its own measurement: on the onednn backend the convolutions run in oneDNN's OpenMP threads; a Dense
 layer on BLAS runs in OpenBLAS's own threads, and each pool's threads spin for a while after their work, taking

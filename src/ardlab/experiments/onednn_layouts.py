@@ -1,7 +1,7 @@
 """Benchmark: the oneDNN convolutions with the weights in the layout each primitive chose against the HWIO array.
 
     .envs/mpich/bin/python -m ardlab.experiments.onednn_layouts [--model vgg11] [--batch 64] [--threads 2] [--rounds 5]
-        [--output results/benchmarks/nn_onednn_layouts.csv]
+        [--output results/experiments/nn/nn_onednn_layouts.csv]
 
 Why the onednn backend reorders its weights every step: each convolution primitive may choose its weights'
 layout (``format_tag_any``), and the blocked layouts it chooses select faster implementations than the plain

@@ -2,7 +2,8 @@
 
     python -m ardlab.experiments.vs_imb [--rounds 5] [--sizes 4:16M:x4] [--ranks 2] [--tools imb,c,...]
                                   [--probe-cpus 0,1]
-                                  [--output results/benchmarks/vs_imb.csv] [--raw results/benchmarks/vs_imb_rounds.csv]
+                                  [--output results/experiments/vs_imb/vs_imb.csv]
+                                  [--raw results/experiments/vs_imb/vs_imb_rounds.csv]
 
 IMB-MPI1 comes with the impi-rt wheel. It runs under Intel MPI natively and under MPICH through the MPICH ABI:
 MPICH's lib first on LD_LIBRARY_PATH and MPICH's mpiexec (checked before anything runs: the libmpi.so.12 the

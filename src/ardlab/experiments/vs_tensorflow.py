@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                    "once, in a shuffled order; ratios are taken within a round")
     p.add_argument("--seed", type=int, default=0, help="seed of the rounds' orders")
     p.add_argument("--output", metavar="DIR", help="also write nn_vs_tensorflow.{csv,md} and "
-                   "nn_layer_profile.{csv,md} there (e.g. results/benchmarks)")
+                   "nn_layer_profile.{csv,md} there (e.g. results/experiments)")
     p.add_argument("--child", choices=["ardlab.nn", "tensorflow"], dest="framework", help=argparse.SUPPRESS)
     p.add_argument("--backend", default="numpy", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
