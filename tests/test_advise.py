@@ -127,11 +127,12 @@ def test_an_env_file_sourced_in_a_fresh_shell_sets_the_tables_settings(tmp_path)
 @pytest.mark.slow
 def test_the_calls_of_a_users_own_program_are_counted(tmp_path):
     """A user's mpi4py program, run by the library environment's Python with the counter preloaded: its Allreduce
-    calls (3 sums of 1000 floats, one max of an int) per step, for the 3 steps it says it runs."""
+    calls (3 sums of 1000 floats, one max of an int; mpi4py's lowercase allreduce of Python objects may not call
+    MPI_Allreduce, so the buffer form) per step, for the 3 steps it says it runs."""
     program = tmp_path / "job.py"
     program.write_text("import numpy as np\nfrom mpi4py import MPI\nc = MPI.COMM_WORLD\n"
                        "for _ in range(3):\n    c.Allreduce(np.ones(1000, np.float32), np.empty(1000, np.float32))\n"
-                       "c.allreduce(1, op=MPI.MAX)\n")
+                       "c.Allreduce(np.ones(1, np.int32), np.empty(1, np.int32), op=MPI.MAX)\n")
     job = run.Job("tensorflow", None, 2, command=[str(program)], steps=3)
     calls = run.learn_calls(job, "mpich")
     sums = calls[calls.op == "sum"]
