@@ -131,12 +131,12 @@ def main(argv: list[str] | None = None) -> int:
         image = Path(a.image).resolve()
         if not image.is_file():
             raise SystemExit(f"--image: {image} is not a file (containers/build makes the images)")
-        if shutil.which("apptainer") is None:
-            raise SystemExit("apptainer is not on PATH (here: PATH=$PWD/.cache/apptainer/bin:$PATH, after "
-                             "containers/setup-apptainer)")
-        if not os.environ.get("SLURM_CONF"):
-            raise SystemExit('no emulated cluster in the environment: ardlab cluster up, then eval "$(ardlab cluster '
-                             'env)"')
+        from ardlab.images.srun_images import require_apptainer_and_cluster
+
+        try:
+            require_apptainer_and_cluster()
+        except (FileNotFoundError, RuntimeError) as e:
+            raise SystemExit(str(e)) from None
         lib = library(a.library)
         unknown = [x for x in a.algorithms.split(",") if x not in lib.algorithms]
         if unknown:

@@ -38,6 +38,11 @@ def check_ready(images: Path, libraries: list[str]) -> None:
     missing = [str(image_path(images, lib)) for lib in libraries if not image_path(images, lib).is_file()]
     if missing:
         raise FileNotFoundError(f"no image {', '.join(missing)} (containers/build --base debootstrap LIBRARY makes it)")
+    require_apptainer_and_cluster()
+
+
+def require_apptainer_and_cluster() -> None:
+    """Refuse where images cannot run under srun here: no `apptainer` on PATH, or no cluster in the environment."""
     if shutil.which("apptainer") is None:
         raise FileNotFoundError("apptainer is not on PATH (here: PATH=$PWD/.cache/apptainer/bin:$PATH, after "
                                 "containers/setup-apptainer)")
