@@ -45,6 +45,16 @@ def _datasets():
     return [d for d in DATASETS if d not in ("images", "npz")]
 
 
+# ardlab.nn's optimizers (ardlab.nn.optim.OPTIMIZERS, the one registry) that TensorFlow + Horovod offers: the Keras
+# class of each. An optimizer ardlab.nn has and this lacks is refused when a run's options are read, naming it.
+KERAS_OPTIMIZERS = {"sgd": "SGD", "adam": "Adam", "rmsprop": "RMSprop", "nadam": "Nadam"}
+
+
+def tf_optimizer_names() -> list[str]:
+    """The optimizers of ardlab.nn's registry that train-tf offers (KERAS_OPTIMIZERS)."""
+    return [n for n in optimizer_names() if n in KERAS_OPTIMIZERS]
+
+
 @dataclass
 class TFConfig:
     """The settings of a TensorFlow + Horovod training run: each is also an option of `ardlab train-tf` (made from
@@ -64,13 +74,19 @@ class TFConfig:
     compute_batches: int = option(0, "then time this many batches without the Allreduce (each rank's compute alone, "
                                   "same placement, one untimed first): the row's compute_s and allreduce_s say how "
                                   "much of a step the Allreduce adds (default 0: not measured)")
-    optimizer: str = option("sgd", choices=optimizer_names)
+    optimizer: str = option("sgd", choices=tf_optimizer_names)
     lr: float = option(0.01)
     momentum: float = option(0.9)
     threads: int | None = option(None, cli=False)  # --threads (a launch setting)
     seed: int = option(0)
     save_weights: str | None = option(None, "each rank saves its final weights (.npz; '{rank}' in the name)")
     progress: bool = option(True, cli=False)  # --no-progress
+
+    def __post_init__(self):
+        if self.optimizer not in tf_optimizer_names():
+            lacks = " (ardlab.nn has it; TensorFlow + Horovod here does not)" if self.optimizer in optimizer_names() \
+                else ""
+            raise ValueError(f"optimizer {self.optimizer!r}{lacks}; train-tf offers {', '.join(tf_optimizer_names())}")
 
 
 def horovod_env(**knobs) -> dict[str, str]:
@@ -192,14 +208,9 @@ def run(cfg: TFConfig, comm=None, algorithm_label: str | None = None) -> dict | 
 
 
 def _optimizer(tf, cfg: TFConfig):
-    """The Keras optimizer `cfg` names, at its learning rate."""
-    if cfg.optimizer == "sgd":
-        return tf.keras.optimizers.SGD(cfg.lr, momentum=cfg.momentum)
-    makers = {"adam": tf.keras.optimizers.Adam, "rmsprop": tf.keras.optimizers.RMSprop,
-              "nadam": tf.keras.optimizers.Nadam}
-    if cfg.optimizer not in makers:
-        raise ValueError(f"unknown optimizer {cfg.optimizer!r}; valid: sgd, {', '.join(makers)}")
-    return makers[cfg.optimizer](cfg.lr)
+    """The Keras optimizer `cfg` names (KERAS_OPTIMIZERS; TFConfig refused any other), at its learning rate."""
+    make = getattr(tf.keras.optimizers, KERAS_OPTIMIZERS[cfg.optimizer])
+    return make(cfg.lr, momentum=cfg.momentum) if cfg.optimizer == "sgd" else make(cfg.lr)
 
 
 def _distributed_step(tf, hvd, model, loss_fn, opt, classes: int):
