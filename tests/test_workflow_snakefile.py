@@ -482,3 +482,22 @@ def test_a_pick_check_validates_the_picked_algorithms_for_real(tmp_path):
     assert set(zip(rows.library, rows.algorithm)) == {(lib, alg) for lib in ("mpich", "openmpi")
                                                       for alg in ("default", "ring", "recursive_doubling")}
     assert set(rows.size_bytes) == {40, 4100, 1 << 20}  # 4097 B rounded up to whole float32 elements
+
+
+def test_every_measuring_rule_asks_slurm_for_its_resources(tmp_path):
+    """The resources block is declared once (common.smk's slurm_resources): every rule that launches ranks asks for
+    one measurement at a time, the MPI launch and the five Slurm resources of its job."""
+    proc = snakemake("-n", "all", "--configfile", ROOT / "workflow" / "config" / "cluster.yaml", "--config",
+                     f"results={tmp_path / 'results'}", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    asked: dict[str, set[str]] = {}
+    rule = None
+    for line in proc.stdout.splitlines():
+        if line.startswith("rule "):
+            rule = line.split()[1].rstrip(":")
+        elif "resources:" in line and rule:
+            asked.setdefault(rule, set()).update(k.split("=")[0].strip() for k in line.split(":", 1)[1].split(","))
+    measuring = {"microbench", "train", "horovod", "callsizes", "pick_check"}
+    assert measuring <= set(asked), asked
+    for rule in measuring:
+        assert {"measure", "mpi", "runtime", "nodes", "tasks", "cpus_per_task", "mem_mb"} <= asked[rule], rule

@@ -26,9 +26,19 @@ def measure_command(kind):
     return lambda wc, output: commands.command(job_of(kind, wc), config, output[0])
 
 
-def job_resource(kind, key):
-    """One Slurm resource of a job (nodes, tasks, cpus_per_task, mem_mb, runtime), from ardlab.study.commands."""
-    return lambda wc: commands.resources(job_of(kind, wc), config)[key]
+MPI = commands.mpi_resource(config)
+SLURM_RESOURCES = ("runtime", "nodes", "tasks", "cpus_per_task", "mem_mb")
+
+
+def slurm_resources(of):
+    """A measuring rule's resources, declared once: one measurement at a time (`measure`), the MPI launch (`mpi`), and
+    the Slurm resources (SLURM_RESOURCES) of the job `of(wildcards)` gives (ardlab.study.commands' dict)."""
+    return {"measure": 1, "mpi": MPI, **{key: (lambda wc, key=key: of(wc)[key]) for key in SLURM_RESOURCES}}
+
+
+def resources_of(kind):
+    """The resource dict of a measurement job of `kind` (ardlab.study.commands.resources)."""
+    return lambda wc: commands.resources(job_of(kind, wc), config)
 
 
 def results_folder(wc, output):

@@ -4,8 +4,6 @@
 # (locally: one measurement at a time) and cpus_per_task (Slurm), so each rule declares one thread.
 # One rule per kind of measurement (ardlab.study.PATTERNS: microbench, microbench_tuned, train, horovod), all alike.
 
-MPI = commands.mpi_resource(config)
-
 for kind in study.PATTERNS:
 
     rule:
@@ -17,7 +15,5 @@ for kind in study.PATTERNS:
         params: cmd=measure_command(kind)
         threads: 1
         retries: 1  # a launch that fails (seen: Open MPI's PMIx listener failing to start) redoes the whole round
-        resources: measure=1, mpi=MPI, runtime=job_resource(kind, "runtime"), nodes=job_resource(kind, "nodes"),
-            tasks=job_resource(kind, "tasks"), cpus_per_task=job_resource(kind, "cpus_per_task"),
-            mem_mb=job_resource(kind, "mem_mb"),
+        resources: **slurm_resources(resources_of(kind))
         shell: "{params.cmd} >> {log} 2>&1"  # appended: a retry keeps the failed attempt's output above its own

@@ -12,11 +12,7 @@ rule callsizes:
     params: cmd=lambda wc, output: commands.callsizes_command(config, group_job(wc), output[0])
     threads: 1
     retries: 1  # as the measurement jobs: a launch that fails to start redoes it
-    resources: measure=1, mpi=MPI, runtime=lambda wc: commands.resources(group_job(wc), config)["runtime"],
-        nodes=lambda wc: commands.resources(group_job(wc), config)["nodes"],
-        tasks=lambda wc: commands.resources(group_job(wc), config)["tasks"],
-        cpus_per_task=lambda wc: commands.resources(group_job(wc), config)["cpus_per_task"],
-        mem_mb=lambda wc: commands.resources(group_job(wc), config)["mem_mb"],
+    resources: **slurm_resources(lambda wc: commands.resources(group_job(wc), config))
     shell: "{params.cmd} > {log} 2>&1"
 
 

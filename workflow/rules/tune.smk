@@ -24,11 +24,7 @@ rule tune_check:
     params: cmd=lambda wc, input, output: commands.tuned_check_command(config, wc.library, wc.scale, *input, *output)
     threads: 1
     retries: 1  # as the measurement jobs: a launch that fails to start redoes it
-    resources: measure=1, mpi=MPI, runtime=lambda wc: commands.tuned_check_resources(config, wc.scale)["runtime"],
-        nodes=lambda wc: commands.tuned_check_resources(config, wc.scale)["nodes"],
-        tasks=lambda wc: commands.tuned_check_resources(config, wc.scale)["tasks"],
-        cpus_per_task=lambda wc: commands.tuned_check_resources(config, wc.scale)["cpus_per_task"],
-        mem_mb=lambda wc: commands.tuned_check_resources(config, wc.scale)["mem_mb"],
+    resources: **slurm_resources(lambda wc: commands.tuned_check_resources(config, wc.scale))
     shell: "{params.cmd} >> {log} 2>&1"  # appended, as the measurement jobs' logs
 
 
@@ -41,9 +37,5 @@ rule pick_check:
     params: cmd=lambda wc, input, output: commands.pick_check_command(config, group_job(wc), *input, *output)
     threads: 1
     retries: 1  # as the measurement jobs: a launch that fails to start redoes it
-    resources: measure=1, mpi=MPI, runtime=lambda wc: commands.tuned_check_resources(config, wc.scale)["runtime"],
-        nodes=lambda wc: commands.tuned_check_resources(config, wc.scale)["nodes"],
-        tasks=lambda wc: commands.tuned_check_resources(config, wc.scale)["tasks"],
-        cpus_per_task=lambda wc: commands.tuned_check_resources(config, wc.scale)["cpus_per_task"],
-        mem_mb=lambda wc: commands.tuned_check_resources(config, wc.scale)["mem_mb"],
+    resources: **slurm_resources(lambda wc: commands.tuned_check_resources(config, wc.scale))
     shell: "{params.cmd} >> {log} 2>&1"  # appended, as the measurement jobs' logs
