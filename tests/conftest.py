@@ -17,8 +17,9 @@ PROGRAMS = Path(__file__).resolve().parent / "programs"
 
 # What MPI runs may leave on the machine (Open MPI's session folders and shared-memory segments, MPICH's segments,
 # ardlab's per-launch scratch folders): the test session fails if it leaves any that were not there before it.
-LEFTOVER_PATTERNS = ("/dev/shm/sm_segment.*", f"/dev/shm/{launch.MPICH_SEGMENTS}", "/tmp/ompi.*", "/tmp/prte.*",
-                     f"{launch.SCRATCH_BASE}/{launch.SCRATCH_PREFIX}*")
+LEFTOVER_PATTERNS = ("/dev/shm/sm_segment.*", *(f"/dev/shm/{lib.shm_segments}" for lib in LIBRARIES.values()
+                                                 if lib.shm_segments),
+                     "/tmp/ompi.*", "/tmp/prte.*", f"{launch.SCRATCH_BASE}/{launch.SCRATCH_PREFIX}*")
 
 
 _BEFORE = pytest.StashKey[set]()

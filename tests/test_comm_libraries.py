@@ -103,3 +103,12 @@ def test_every_setting_a_library_forces_or_tunes_with_is_recorded_in_the_rows():
             assert name.startswith(lib.knob_prefixes), (lib.name, name)
             assert name not in runtime_path_settings()
         assert all(k in knobs_in_force(dict.fromkeys(names, "1")) for k in names)
+
+
+def test_each_librarys_soname_is_the_file_its_environment_holds():
+    """The table's soname (what a tuned-file writer reads the built-in selection from) is in the environment's lib/."""
+    from ardlab.comm.launch import require_env
+    from ardlab.comm.libraries import LIBRARIES
+
+    for lib in LIBRARIES.values():
+        assert (require_env(lib.name) / "lib" / lib.soname).is_file(), lib.name

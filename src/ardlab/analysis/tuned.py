@@ -118,7 +118,7 @@ def mpich_json(ranges: list[Range], ranks: int, libmpi: str | Path | None = None
     if libmpi is None:
         from ardlab.comm.launch import env_prefix
 
-        libmpi = env_prefix("mpich") / "lib" / "libmpi.so.12"
+        libmpi = env_prefix("mpich") / "lib" / library("mpich").soname
     algs = library("mpich").algorithms
     tree = mpich_builtin_selection(libmpi)
     default_intra = tree["collective=allreduce"]["comm_type=intra"]

@@ -177,19 +177,18 @@ def _communicate(proc: subprocess.Popen, timeout: float | None, *, watch: bool) 
 SCRATCH_PREFIX = "ardlab-launch-"
 
 
-# MPICH's shared-memory segments: always in /dev/shm (shm_open), unlinked once every local rank has mapped them,
-# so only ranks killed while starting leave one behind.
-MPICH_SEGMENTS = "mpich_shm_*"
-
-
 def _remove_stale_scratch() -> None:
     """Remove what launches killed outright left: scratch folders whose launching process is gone (named
-    ardlab-launch-<pid>-...) and MPICH segments that no process has mapped."""
+    ardlab-launch-<pid>-...) and the libraries' shared-memory segments (the table's shm_segments) that no process
+    has mapped."""
     for folder in SCRATCH_BASE.glob(SCRATCH_PREFIX + "*"):
         pid = folder.name[len(SCRATCH_PREFIX):].partition("-")[0]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             shutil.rmtree(folder, ignore_errors=True)
-    segments = {str(p) for p in Path("/dev/shm").glob(MPICH_SEGMENTS)}
+    from ardlab.comm.libraries import LIBRARIES
+
+    segments = {str(p) for lib in LIBRARIES.values() if lib.shm_segments
+                for p in Path("/dev/shm").glob(lib.shm_segments)}
     if segments:
         for p in segments - _mapped(segments):
             Path(p).unlink(missing_ok=True)

@@ -136,6 +136,12 @@ class Library:
     # Its settings that only say where a launch's runtime files go (launch.scratch_env sets them to a fresh folder
     # per launch): never recorded as knobs.
     runtime_paths: tuple[str, ...] = ()
+    # Shared-memory files it makes in /dev/shm outside any folder a launch names (a glob; launch removes those no
+    # process maps, which only ranks killed while starting leave behind). Empty: none.
+    shm_segments: str = ""
+    # The file name of its MPI library in an environment's lib/ (what a tuned-file writer reads its built-in
+    # selection from).
+    soname: str = "libmpi.so"
     # Settings the ranks need under `srun --mpi=<srun_mpi>` (a value the caller's environment already has wins:
     # a site's own PMI library, say).
     srun_env: Mapping[str, str] = field(default_factory=dict)
@@ -292,6 +298,9 @@ MPICH = Library(
     tuning_env={"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": "{path}", "MPIR_CVAR_DEVICE_COLLECTIVES": "none"},
     tuning_suffix=".json",
     knob_prefixes=("MPIR_CVAR_",),
+    # MPICH's segments: always in /dev/shm (shm_open), unlinked once every local rank has mapped them
+    shm_segments="mpich_shm_*",
+    soname="libmpi.so.12",
     algorithm_var=_MPICH_VAR,
     tuned_writer="mpich_json",
     switching=Switching(
@@ -348,6 +357,7 @@ OPENMPI = Library(
     tuning_suffix=".rules",
     knob_prefixes=("OMPI_MCA_", "PRTE_MCA_"),
     runtime_paths=("OMPI_MCA_btl_sm_backing_directory", "PRTE_MCA_prte_tmpdir_base", "PMIX_MCA_pmix_tmpdir_base"),
+    soname="libmpi.so.40",
     algorithm_var=_OMPI_VAR,
     tuned_writer="openmpi_rules",
     # coll/tuned copies its forced algorithm into a communicator's module when the communicator is made; coll/han
@@ -432,6 +442,7 @@ INTELMPI = Library(
     tuning_env={_IMPI_VAR: "{contents}"},
     tuning_suffix=".adjust",
     knob_prefixes=("I_MPI_",),
+    soname="libmpi.so.12",
     algorithm_var=_IMPI_VAR,
     tuned_writer="intelmpi_adjust",
     srun_env={"I_MPI_PMI_LIBRARY": PMI2_LIBRARY},
