@@ -18,7 +18,7 @@ from ardlab.analysis.costmodel_report import TABLES as COSTMODEL_TABLES
 from ardlab.analysis.report import tables_made as report_tables
 from ardlab.study import commands
 from ardlab.study import config as study
-from ardlab.results import RANGES_SUFFIX, REPRODUCE_TABLES
+from ardlab.results import RANGES_SUFFIX, REPRODUCE_TABLES, kinds_of
 
 min_version("9.0")
 

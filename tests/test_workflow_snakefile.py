@@ -501,3 +501,16 @@ def test_every_measuring_rule_asks_slurm_for_its_resources(tmp_path):
     assert measuring <= set(asked), asked
     for rule in measuring:
         assert {"measure", "mpi", "runtime", "nodes", "tasks", "cpus_per_task", "mem_mb"} <= asked[rule], rule
+
+
+def test_measurement_kinds_and_their_files_are_declared_once():
+    """ardlab.results.ROW_FILES: the study's path patterns are its, every kind's rows are read by the report as its
+    class says, and the globs the report reads find what the patterns name."""
+    from ardlab import results
+
+    assert study.PATTERNS == {k: p for k, (p, _) in results.ROW_FILES.items()}
+    assert set(results.kinds_of("bench")) | set(results.kinds_of("train")) == set(results.ROW_FILES)
+    path = Path(results.ROW_FILES["train"][0].format(model="alexnet", mode="blocking", scale="n2-r2", round=3))
+    assert path.match(results.rows_glob("train"))
+    with pytest.raises(ValueError, match="'tables' is not a class of rows"):
+        results.kinds_of("tables")

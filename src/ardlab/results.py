@@ -174,9 +174,38 @@ def ranges_path(selection_file: str | os.PathLike) -> Path:
     return Path(f"{selection_file}{RANGES_SUFFIX}")
 
 
+# The measurement kinds and where a run folder keeps each one's rows (one CSV per comparison group and round),
+# declared once: the study's jobs and Snakemake rules (ardlab.study.config.PATTERNS), the report's inputs (report.smk,
+# ardlab.analysis.report.run_files) and the checks against earlier runs read them here. kind -> (the path pattern
+# under the run folder, what its rows are: "bench", microbenchmark rows, or "train", training summary rows).
+ROW_FILES = {
+    "microbench": ("raw/microbench/n{nodes}-r{ranks}/round{round}.csv", "bench"),
+    "microbench_tuned": ("raw/microbench_tuned/n{nodes}-r{ranks}/round{round}.csv", "bench"),
+    "train": ("raw/train/{model}-{mode}/{scale}/round{round}.csv", "train"),
+    "horovod": ("raw/horovod/{model}-{mode}/{scale}/round{round}.csv", "train"),
+}
+ROW_CLASSES = ("bench", "train")
+if any(cls not in ROW_CLASSES for _, cls in ROW_FILES.values()):  # a kind no report would read: loud, at import
+    raise ValueError(f"ROW_FILES: every kind's rows must be one of {ROW_CLASSES}")
+
+
+def kinds_of(cls: str) -> list[str]:
+    """The measurement kinds whose rows are of `cls` ("bench" or "train"), in ROW_FILES' order."""
+    if cls not in ROW_CLASSES:
+        raise ValueError(f"{cls!r} is not a class of rows; valid: {', '.join(ROW_CLASSES)}")
+    return [kind for kind, (_, c) in ROW_FILES.items() if c == cls]
+
+
+def rows_glob(kind: str) -> str:
+    """The glob (under a run folder) of every CSV a measurement kind writes."""
+    import re
+
+    return re.sub(r"\{[^}]*\}", "*", ROW_FILES[kind][0])
+
+
 # A run folder's microbenchmark rows, and the reproduce tables (`ardlab report --compare A B` writes them in A's
 # tables/, each as .csv and .md).
-MICROBENCH_ROWS = "raw/microbench/*/round*.csv"
+MICROBENCH_ROWS = rows_glob("microbench")
 REPRODUCE_TABLES = ("reproduce_summary", "reproduce")
 
 

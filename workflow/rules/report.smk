@@ -1,7 +1,8 @@
 # Aggregation: tables (CSV + Markdown) and figures from the raw CSVs of the jobs that succeeded.
 
-_BENCH = [f"{R}/{j.path}" for j in JOBS["microbench"] + JOBS["microbench_tuned"]]
-_TRAIN = [f"{R}/{j.path}" for j in JOBS["train"] + JOBS["horovod"]]
+# every measurement kind's rows, by their class (ardlab.results.ROW_FILES): a new kind is reported without an edit here
+_BENCH = [f"{R}/{j.path}" for kind in kinds_of("bench") for j in JOBS[kind]]
+_TRAIN = [f"{R}/{j.path}" for kind in kinds_of("train") for j in JOBS[kind]]
 _TABLES = report_tables(microbench=bool(_BENCH), training=bool(_TRAIN), tuned=config["tuned"]["enabled"],
                         network=any(j.nodes > 1 for j in JOBS["microbench"]))
 

@@ -110,13 +110,15 @@ def _with_check(train: pd.DataFrame, check: pd.DataFrame, t_all: pd.DataFrame) -
 
 
 def run_files(run: str | Path) -> tuple[list[Path], list[Path]]:
-    """(microbenchmark CSVs, training CSVs) of a run folder's raw/."""
+    """(microbenchmark CSVs, training CSVs) of a run folder: every measurement kind's rows
+    (ardlab.results.ROW_FILES)."""
+    from ardlab.results import kinds_of, rows_glob
+
     raw = Path(run) / "raw"
     if not raw.is_dir():
         raise FileNotFoundError(f"{raw}: not a run folder (no raw/ in {run})")
-    bench = sorted(raw.glob("microbench*/**/*.csv"))
-    train = sorted(p for sub in ("train", "horovod") for p in (raw / sub).glob("**/*.csv"))
-    return bench, train
+    return tuple(sorted(p for kind in kinds_of(cls) for p in Path(run).glob(rows_glob(kind)))
+                 for cls in ("bench", "train"))
 
 
 def report(bench_files, train_files, results: str | Path, figures_dir: str | Path | None = None) -> list[Path]:

@@ -17,7 +17,7 @@ import yaml
 
 from ardlab.comm.launch import repo_root
 from ardlab.comm.libraries import DEFAULT, LIBRARIES, OWN_ALGORITHMS, library
-from ardlab.results import MICROBENCH_ROWS, scale_name
+from ardlab.results import MICROBENCH_ROWS, ROW_FILES, scale_name
 
 SCHEMA = repo_root() / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -283,12 +283,7 @@ class Job:
         return self.path.removeprefix("raw/").rpartition("/round")[0]
 
 
-PATTERNS = {
-    "microbench": "raw/microbench/n{nodes}-r{ranks}/round{round}.csv",
-    "microbench_tuned": "raw/microbench_tuned/n{nodes}-r{ranks}/round{round}.csv",
-    "train": "raw/train/{model}-{mode}/{scale}/round{round}.csv",
-    "horovod": "raw/horovod/{model}-{mode}/{scale}/round{round}.csv",
-}
+PATTERNS = {kind: pattern for kind, (pattern, _) in ROW_FILES.items()}  # declared in ardlab.results
 
 
 def parse_scale(text: str) -> tuple[int, int]:
