@@ -240,8 +240,9 @@ def run_comparison(c: Comparison) -> list[dict]:
     return rows
 
 
-def run_training(plan: RunPlan) -> int:
-    """Run one training plan (train, train-tf) in one launch; rank 0 writes the summary row to plan.output."""
+def run_training(plan: RunPlan, capture: bool = False) -> int:
+    """Run one training plan (train, train-tf) in one launch; rank 0 writes the summary row to plan.output. With
+    `capture` the launch's output is kept (and shown only if it fails) instead of going to the terminal."""
     with _workdir(plan.output) as tmp:
-        _launch(plan, Path(tmp) / "plan.json", capture=False)
+        _launch(plan, Path(tmp) / "plan.json", capture=capture)
     return 0

@@ -215,7 +215,7 @@ def learn_calls(job: Job, library_name: str, steps: int = 3):
 
     if job.command:
         return _learn_command_calls(job, library_name)
-    calls = pd.DataFrame(count(job.training_plan(library_name, steps=steps)))
+    calls = pd.DataFrame(count(job.training_plan(library_name, steps=steps), capture=True))
     return calls.astype({"bytes": int, "calls": int, "calls_per_step": float})
 
 

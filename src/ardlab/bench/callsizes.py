@@ -123,9 +123,10 @@ def setting_of(plan) -> str:
     return f"fusion_threshold_mb={int(plan.env.get('HOROVOD_FUSION_THRESHOLD', 0)) / 2**20:g}"
 
 
-def count(plan) -> list[dict]:
+def count(plan, capture: bool = False) -> list[dict]:
     """Run a training plan (ardlab.plan.RunPlan of kind train or train-tf, any launcher) with every Allreduce
-    counted on every rank; its rows (see the module's docstring)."""
+    counted on every rank; its rows (see the module's docstring). `capture`: the run's output is kept, shown only if
+    it fails."""
     import csv
     import dataclasses
 
@@ -139,7 +140,7 @@ def count(plan) -> list[dict]:
         base.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".ardlab-callsizes-", dir=base) as folder:
         plan = dataclasses.replace(plan, env={**plan.env, ENV: folder}, output=str(Path(folder) / "row.csv"))
-        driver.run_training(plan)
+        driver.run_training(plan, capture=capture)
         with open(plan.output, newline="") as f:
             summary = next(csv.DictReader(f))
         counts = read(folder, plan.ranks)
