@@ -229,3 +229,22 @@ def test_picks_are_proven_by_the_librarys_behaviour():
     assert prove.probe_pick(job, "mpich", "ring", 1 << 18)[0] == prove.PROVEN
     # MPICH's reduce_scatter_allgather needs at least as many elements as ranks: at 1 element it falls back
     assert prove.probe_pick(job, "mpich", "reduce_scatter_allgather", 1)[0] == prove.FALLBACK
+
+
+def test_each_librarys_tuned_file_is_written_from_the_raced_rows(tmp_path):
+    """The fastest forced algorithm per size of the raced rows becomes the library's own selection file; a library
+    that raced only its default gets none; the env file offers the tuned file as the commented alternative."""
+    times = {64: {"ring": 9.0, "recursive_doubling": 3.0, "default": 5.0},
+             1 << 20: {"ring": 100.0, "recursive_doubling": 300.0, "default": 150.0}}
+    rows = [{"library": "openmpi", "algorithm": a, "ranks": 2, "nodes": 1, "size_bytes": s, "avg_us": t, "round": r}
+            for r in range(3) for s, by in times.items() for a, t in by.items()]
+    rows += [{"library": "mpich", "algorithm": "default", "ranks": 2, "nodes": 1, "size_bytes": 64, "avg_us": 5.0,
+              "round": 0}]
+    files = run.write_tuned(run.Job("tensorflow", "alexnet", 2), pd.DataFrame(rows), tmp_path)
+    assert set(files) == {"openmpi"}
+    text = open(files["openmpi"]).read()
+    # Open MPI's rules: from 0 bytes its algorithm 3 (recursive_doubling), from 65 bytes 4 (ring)
+    assert "\n0 3 0 0\n" in text and "\n65 4 0 0\n" in text, text
+    env = answer.exports("openmpi", "ring", files["openmpi"])
+    assert "export OMPI_MCA_coll_tuned_allreduce_algorithm=4" in env
+    assert f"# export OMPI_MCA_coll_tuned_dynamic_rules_filename={files['openmpi']}" in env

@@ -545,7 +545,7 @@ def _advise(args: argparse.Namespace) -> int:
                   batch_per_rank=args.batch_per_rank, command=command, steps=args.steps)
     settings = run.Settings([x for x in args.libraries.split(",") if x], run.parse_budget(args.budget),
                             rounds=args.rounds, check_rounds=args.check_rounds, seed=args.seed,
-                            progress=not args.no_progress)
+                            progress=not args.no_progress, output=Path(args.output))
     advice = run.advise(job, settings)
     written = run.write(advice, Path(args.output))
     print((Path(args.output) / "answer.md").read_text())

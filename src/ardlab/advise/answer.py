@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ardlab.comm.libraries import DEFAULT, library
+from ardlab.comm.libraries import DEFAULT, TUNED, library
 from ardlab.stats import FASTER, speedup_ci, verdict
 
 
@@ -46,6 +46,11 @@ def rows(advice) -> list[dict]:
             v = verdict(lo, hi)
             row["verdict"] = ("faster than the default" if v == FASTER else
                               "the default is within noise of the best here" if lo == lo and lo <= 1 <= hi else v)
+        row.update(tuned=math.nan, tuned_low=math.nan, tuned_high=math.nan)
+        if lib in advice.tuned and (advice.check["algorithm"] == TUNED).any():
+            base, sel = _rate(advice.check, lib, DEFAULT), _rate(advice.check, lib, TUNED)
+            both = base.index.intersection(sel.index)
+            row["tuned"], row["tuned_low"], row["tuned_high"] = speedup_ci(sel[both].to_numpy(), base[both].to_numpy())
         out.append(row)
     return out
 
@@ -80,13 +85,19 @@ def cost(advice, table: list[dict]) -> dict:
     return {"seconds": round(total, 1), "unit": advice.job.unit, "steps_to_repay": repay}
 
 
-def exports(lib: str, alg: str) -> str:
-    """An env file: the settings that force `alg` in `lib`, to `source` before launching the job."""
+def exports(lib: str, alg: str, tuned: str | None = None) -> str:
+    """An env file: the settings that force `alg` in `lib`, to `source` before launching the job; with `tuned`, the
+    settings that make the library select per size from that file follow, commented out, as the alternative."""
+    import shlex
+
     env = library(lib).algorithm_env(alg)
     head = f"# ardlab advise: {library(lib).display}, {alg}\n"
-    if not env:
-        return head + "# the library's default selection: nothing to set\n"
-    return head + "".join(f"export {k}={v}\n" for k, v in env.items())
+    body = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()) if env else \
+        "# the library's default selection: nothing to set\n"
+    if tuned:
+        body += (f"# or, the library selecting per size from the tuned file {tuned}, instead of the lines above:\n"
+                 + "".join(f"# export {k}={shlex.quote(str(v))}\n" for k, v in library(lib).tuned_env(tuned).items()))
+    return head + body
 
 
 def markdown(advice, table: list[dict], spent: dict, best: dict | None = None) -> str:
@@ -96,12 +107,14 @@ def markdown(advice, table: list[dict], spent: dict, best: dict | None = None) -
     job = advice.job
     what = f"{job.model} ({job.framework})" if job.model else f"`{job.name}`"
     lines = [f"# ardlab advise: {what}, {job.ranks} ranks on {job.nodes} node(s)", "",
-             "| library | setting | predicted | measured | verdict | proof of the forced setting |",
-             "|---|---|---|---|---|---|"]
+             "| library | setting | predicted | measured | verdict | proof of the forced setting "
+             "| tuned file, measured |",
+             "|---|---|---|---|---|---|---|"]
     for r in table:
         lines.append(f"| {library(r['library']).display} | {r['setting']} | "
                      f"{ci(r['predicted'], r['predicted_low'], r['predicted_high'])} | "
-                     f"{ci(r['measured'], r['measured_low'], r['measured_high'])} | {r['verdict']} | {r['proof']} |")
+                     f"{ci(r['measured'], r['measured_low'], r['measured_high'])} | {r['verdict']} | {r['proof']} | "
+                     + (f"{ci(r['tuned'], r['tuned_low'], r['tuned_high'])} |" if r["tuned"] == r["tuned"] else "- |"))
     if best:
         over = ", ".join(f"{ci(v['speedup'], v['low'] if v['low'] is not None else math.nan, v['high'] or math.nan)}"
                          f" over {library(lib).display}'s default" for lib, v in best["over_defaults"].items()
@@ -129,7 +142,7 @@ def write(advice, output: Path) -> list[Path]:
     for lib, alg in advice.picks.items():
         path = output / f"{lib}.env"
         with atomic_open(path, "w") as f:
-            f.write(exports(lib, alg))
+            f.write(exports(lib, alg, advice.tuned.get(lib)))
         paths.append(path)
     doc = {"job": vars(advice.job), "libraries": advice.settings.libraries, "race": advice.race,
            "proofs": advice.proofs,

@@ -12,8 +12,11 @@
 3. Predict each candidate's Allreduce time per step (``ardlab.analysis.picks.predict``: the calls x the measured
    times), pick per library the fastest that the library's own behaviour proves it runs (``ardlab.advise.prove``;
    a silent fallback is reported and the next candidate taken).
-4. Check in training: each library's default against its pick, paired and interleaved (``ardlab.driver``; a user's
-   program timed as a whole, start-up included), the measured speedup with its interval beside the predicted one.
+4. Write each library's tuned selection file from the raced rows (``ardlab.analysis.tuned``: the fastest measured
+   algorithm per size, in the library's own format), so the library selects per size as the job's calls need.
+5. Check in training: each library's default against its pick and its tuned file, paired and interleaved
+   (``ardlab.driver``; a user's program timed as a whole, start-up included), the measured speedup with its interval
+   beside the predicted one.
 
 Racing stops when the rounds asked for are done or when the training check would no longer fit the budget. What
 cannot be seen is said: calls other than sums (Horovod's coordination) are listed but not tuned for.
@@ -92,9 +95,15 @@ class Job:
         return {"nodes": self.nodes, "launcher": self.launcher, "threads": self.threads, "timeout_s": self.timeout_s,
                 "progress": False}
 
-    def command_launch(self, library_name: str, algorithm: str = "default", extra_env: dict | None = None):
-        """(argv, env) that run the user's program on this job's ranks with `algorithm` forced."""
+    def command_launch(self, library_name: str, algorithm: str = "default", extra_env: dict | None = None,
+                       tuned: str | None = None):
+        """(argv, env) that run the user's program on this job's ranks with `algorithm` forced, or the library
+        selecting from the `tuned` file."""
         from ardlab.comm import launch
+        from ardlab.comm.libraries import library
+
+        if tuned:
+            extra_env = {**library(library_name).tuned_env(tuned), **(extra_env or {})}
 
         if self.launcher == "srun":
             python = str(launch.require_env(library_name) / "bin" / "python")
@@ -102,19 +111,21 @@ class Job:
                                        algorithm=algorithm, extra_env=extra_env)
         return launch.command(library_name, self.ranks, self.command, algorithm=algorithm, extra_env=extra_env)
 
-    def training_plan(self, library_name: str, *, steps: int, algorithm: str = "default"):
-        """A training run of this job (ardlab.plan.RunPlan): `steps` timed steps after one warm-up."""
+    def training_plan(self, library_name: str, *, steps: int, algorithm: str = "default", tuned: str | None = None):
+        """A training run of this job (ardlab.plan.RunPlan): `steps` timed steps after one warm-up; with `tuned`, the
+        library selects from that file."""
         if not self.model:
             raise ValueError("the job is a command: it has no training plan")
         if self.framework == "nn":
             from ardlab.nn import trainer
 
-            return trainer.run_plan(library_name, ranks=self.ranks, algorithm=algorithm, options={
+            return trainer.run_plan(library_name, ranks=self.ranks, algorithm=algorithm, tuned=tuned, options={
                 "model": self.model, "dataset": "synthetic", "batch_per_rank": self.batch_per_rank,
                 "steps": steps, "warmup_steps": 1}, **self.launch_fields())
         from ardlab.horovod import train
 
-        return train.run_plan(library_name, ranks=self.ranks, algorithm=algorithm, knobs={"fusion_threshold_mb": 64},
+        return train.run_plan(library_name, ranks=self.ranks, algorithm=algorithm, tuned=tuned,
+                              knobs={"fusion_threshold_mb": 64},
                               options={"model": self.model, "batch_per_rank": self.batch_per_rank,
                                        "warmup_batches": 1, "batches_per_iter": steps, "iterations": 1},
                               **self.launch_fields())
@@ -129,6 +140,7 @@ class Settings:
     check_steps: int = 3
     seed: int = 0
     progress: bool = True
+    output: Path | None = None  # the run folder: the tuned files are written to its tuned/ (none without it)
 
 
 @dataclass
@@ -143,6 +155,7 @@ class Advice:
     predictions: object = None  # pandas: library, algorithm, predicted_us_per_step (median over rounds)
     picks: dict[str, str] = field(default_factory=dict)  # library -> algorithm
     proofs: list[dict] = field(default_factory=list)  # each probe of a pick: library, algorithm, proof, hits
+    tuned: dict[str, str] = field(default_factory=dict)  # library -> its tuned selection file from the raced rows
     check: object = None  # pandas: every training row of the check
     seconds: dict[str, float] = field(default_factory=dict)  # phase -> wall seconds
 
@@ -322,22 +335,43 @@ def choose(predictions) -> dict[str, str]:
     return {lib: names[0] for lib, names in ranked(predictions).items()}
 
 
-def check_training(job: Job, settings: Settings, picks: dict[str, str]):
-    """Each library's default and its pick (where it is not the default) in paired, interleaved training rounds: the
-    rows with `unit_s` (seconds a training step, or a run of the user's program, took) and `rate` (its inverse)."""
+def write_tuned(job: Job, bench, folder: Path) -> dict[str, str]:
+    """Each library's tuned selection file from the raced rows (the fastest forced algorithm per measured size), in
+    `folder`; a library with no forced algorithm measured gets none."""
+    from ardlab.analysis import tuned
+
+    bench = bench.assign(avg_us=bench["avg_us"].astype(float), size_bytes=bench["size_bytes"].astype(int),
+                         ranks=bench["ranks"].astype(int))
+    out = {}
+    for lib in sorted(set(bench["library"])):
+        try:
+            ranges = tuned.best_ranges(bench, lib, job.ranks)
+        except ValueError:  # only the default raced: nothing to select from
+            continue
+        out[lib] = str(tuned.write(lib, ranges, job.ranks, tuned.path(folder, lib, job.ranks, job.nodes)))
+    return out
+
+
+def check_training(job: Job, settings: Settings, picks: dict[str, str], tuned_files: dict[str, str] | None = None):
+    """Each library's default, its pick (where it is not the default) and its tuned file in paired, interleaved
+    training rounds: the rows with `unit_s` (seconds a training step, or a run of the user's program, took) and `rate`
+    (its inverse); a tuned file's rows name the algorithm "tuned"."""
     import pandas as pd
 
     from ardlab.comm.libraries import DEFAULT
     from ardlab.driver import run_comparison
     from ardlab.plan import Comparison
 
+    tuned_files = tuned_files or {}
     if job.command:
-        return _check_command(job, settings, picks)
+        return _check_command(job, settings, picks, tuned_files)
     variants = []
     for lib, alg in picks.items():
         variants.append(job.training_plan(lib, steps=settings.check_steps))
         if alg != DEFAULT:
             variants.append(job.training_plan(lib, steps=settings.check_steps, algorithm=alg))
+        if lib in tuned_files:
+            variants.append(job.training_plan(lib, steps=settings.check_steps, tuned=tuned_files[lib]))
     c = Comparison("advise-check", variants, rounds=settings.check_rounds, seed=settings.seed + 1,
                    progress=settings.progress, switch_in_launch=True)
     rows = pd.DataFrame(run_comparison(c))
@@ -345,22 +379,24 @@ def check_training(job: Job, settings: Settings, picks: dict[str, str]):
     return rows.assign(round=rows["round"].astype(int), rate=rate, unit_s=job.batch_per_rank * job.ranks / rate)
 
 
-def _check_command(job: Job, settings: Settings, picks: dict[str, str]):
+def _check_command(job: Job, settings: Settings, picks: dict[str, str], tuned_files: dict[str, str]):
     """The user's program, a launch per variant and round in each round's shuffled order, timed as a whole."""
     import pandas as pd
 
     from ardlab import rounds
     from ardlab.comm import launch
-    from ardlab.comm.libraries import DEFAULT
+    from ardlab.comm.libraries import DEFAULT, TUNED
 
     variants = [(lib, a) for lib, alg in picks.items() for a in dict.fromkeys([DEFAULT, alg])]
+    variants += [(lib, TUNED) for lib in picks if lib in tuned_files]
     order = rounds.schedule(list(range(len(variants))), rounds=settings.check_rounds, seed=settings.seed + 1,
                             group="advise-check")
     rows = []
     for r, indices in enumerate(order):
         for pos, i in enumerate(indices):
             lib, alg = variants[i]
-            argv, env = job.command_launch(lib, alg)
+            argv, env = (job.command_launch(lib, tuned=tuned_files[lib]) if alg == TUNED
+                         else job.command_launch(lib, alg))
             started = time.monotonic()
             proc = launch.execute(argv, env, timeout=job.timeout_s, capture=True)
             took = time.monotonic() - started
@@ -393,8 +429,9 @@ def advise(job: Job, settings: Settings) -> Advice:
     learn_s = time.monotonic() - t0
     advice = Advice(job, settings, calls, seconds={"learn": learn_s})
     sizes = sizes_of(calls)
-    # a training launch took learn_s; the check runs (1 + picks) launches a library (fewer: switched in a launch)
-    check_estimate = learn_s * settings.check_rounds * len(settings.libraries) * 1.5
+    # a training launch took learn_s; the check runs about two a library and round (default and pick switched in one,
+    # the tuned file in its own)
+    check_estimate = learn_s * settings.check_rounds * len(settings.libraries) * 2.5
     if start + learn_s + check_estimate > deadline:
         need = (learn_s + check_estimate) * 1.3 / 60
         raise ValueError(f"--budget {settings.budget_s / 60:.0f}m cannot hold one microbenchmark round and the "
@@ -411,9 +448,11 @@ def advise(job: Job, settings: Settings) -> Advice:
     count = prove.dominant_count(calls)
     advice.picks, advice.proofs = prove.proven_picks(
         ranked(advice.predictions), lambda lib, alg: prove.probe_pick(job, lib, alg, count))
+    if settings.output is not None:
+        advice.tuned = write_tuned(job, advice.bench, Path(settings.output) / "tuned")
     tick("training check")
     t0 = time.monotonic()
-    advice.check = check_training(job, settings, advice.picks)
+    advice.check = check_training(job, settings, advice.picks, advice.tuned)
     advice.seconds["check"] = time.monotonic() - t0
     advice.seconds["total"] = time.monotonic() - start
     tick("done")
