@@ -23,3 +23,12 @@ def test_every_local_link_and_figure_exists():
 def test_the_front_page_is_two_screens():
     """At most 110 lines (two screens of a 120-column terminal, table rows counted once)."""
     assert len(README.splitlines()) <= 110
+
+
+def test_the_advise_example_is_a_committed_answer():
+    """The README's `ardlab advise` output is the table of a committed answer (results/advise/<run>/answer.md)."""
+    named = re.findall(r"`(results/advise/[\w.-]+/answer\.md)`", README)
+    assert named, "the README names no committed advise answer"
+    for path in named:
+        table = [line for line in (ROOT / path).read_text().splitlines() if line.startswith("|")]
+        assert table and "\n".join(table) in README, path
