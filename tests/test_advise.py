@@ -220,12 +220,17 @@ def test_probe_verdicts_from_hits():
 
 @pytest.mark.slow
 def test_picks_are_proven_by_the_librarys_behaviour():
-    """Real probes (gdb breakpoints, MPICH's fallback reports) on 2 ranks at 1 MiB calls."""
+    """Real probes (gdb breakpoints, MPICH's fallback reports) on 2 ranks at 1 MiB calls, and two real silent
+    fallbacks: Intel MPI's forced `rabenseifner` runs its recursive doubling at 2 ranks (seen by the breakpoints;
+    at 4 ranks it runs itself, tests/test_comm_probe.py), MPICH's `reduce_scatter_allgather` falls back below one
+    element a rank."""
     from ardlab.advise import prove
 
     job = run.Job("tensorflow", "alexnet", 2)
     assert prove.probe_pick(job, "openmpi", "ring", 1 << 18)[0] == prove.PROVEN
-    assert prove.probe_pick(job, "intelmpi", "rabenseifner", 1 << 18)[0] == prove.PROVEN
+    assert prove.probe_pick(job, "intelmpi", "nreduce", 1 << 18)[0] == prove.PROVEN
+    result, hits = prove.probe_pick(job, "intelmpi", "rabenseifner", 1 << 18)
+    assert result == prove.FALLBACK and hits.get("MPIR_Allreduce_intra_recursive_doubling", 0) >= 3, hits
     assert prove.probe_pick(job, "mpich", "ring", 1 << 18)[0] == prove.PROVEN
     # MPICH's reduce_scatter_allgather needs at least as many elements as ranks: at 1 element it falls back
     assert prove.probe_pick(job, "mpich", "reduce_scatter_allgather", 1)[0] == prove.FALLBACK
