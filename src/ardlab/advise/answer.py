@@ -25,6 +25,14 @@ def _rate(check, lib: str, alg: str):
     return rows.set_index(rows["round"].astype(int))["rate"].astype(float)
 
 
+def _speedup(check, variant: tuple[str, str], baseline: tuple[str, str]) -> tuple[float, float, float]:
+    """(speedup, lower, upper) of `variant` over `baseline` ((library, algorithm) each) in the training check, paired
+    by round (rates: ardlab.stats.speedup_ci the other way round)."""
+    a, b = _rate(check, *variant), _rate(check, *baseline)
+    both = a.index.intersection(b.index)
+    return speedup_ci(a[both].to_numpy(), b[both].to_numpy())
+
+
 def rows(advice) -> list[dict]:
     """One row per library: its pick, the predicted and measured speedup over its default, the verdict."""
     out = []
@@ -39,18 +47,14 @@ def rows(advice) -> list[dict]:
             p = pred[pred["library"] == lib].pivot_table(index="round", columns="algorithm",
                                                          values="predicted_us_per_step")[[DEFAULT, alg]].dropna()
             row["predicted"], row["predicted_low"], row["predicted_high"] = speedup_ci(p[DEFAULT], p[alg])
-            base, pick = _rate(advice.check, lib, DEFAULT), _rate(advice.check, lib, alg)
-            both = base.index.intersection(pick.index)
-            m, lo, hi = speedup_ci(pick[both].to_numpy(), base[both].to_numpy())  # rates: the other way round
+            m, lo, hi = _speedup(advice.check, (lib, alg), (lib, DEFAULT))
             row.update(measured=m, measured_low=lo, measured_high=hi)
             v = verdict(lo, hi)
             row["verdict"] = ("faster than the default" if v == FASTER else
                               "the default is within noise of the best here" if lo == lo and lo <= 1 <= hi else v)
         row.update(tuned=math.nan, tuned_low=math.nan, tuned_high=math.nan)
         if lib in advice.tuned and (advice.check["algorithm"] == TUNED).any():
-            base, sel = _rate(advice.check, lib, DEFAULT), _rate(advice.check, lib, TUNED)
-            both = base.index.intersection(sel.index)
-            row["tuned"], row["tuned_low"], row["tuned_high"] = speedup_ci(sel[both].to_numpy(), base[both].to_numpy())
+            row["tuned"], row["tuned_low"], row["tuned_high"] = _speedup(advice.check, (lib, TUNED), (lib, DEFAULT))
         out.append(row)
     return out
 
@@ -62,12 +66,9 @@ def overall(advice) -> dict:
     means = {(lib, alg): float(np.exp(np.log(g["rate"].astype(float)).mean()))
              for (lib, alg), g in check.groupby(["library", "algorithm"])}
     lib, alg = max(means, key=means.get)
-    best = _rate(check, lib, alg)
     over = {}
     for other in advice.picks:
-        base = _rate(check, other, DEFAULT)
-        both = best.index.intersection(base.index)
-        m, lo, hi = speedup_ci(best[both].to_numpy(), base[both].to_numpy())
+        m, lo, hi = _speedup(check, (lib, alg), (other, DEFAULT))
         over[other] = {"speedup": m, "low": None if lo != lo else lo, "high": None if hi != hi else hi}
     return {"library": lib, "setting": alg, "over_defaults": over}
 

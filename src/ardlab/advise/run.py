@@ -320,7 +320,7 @@ def race(job: Job, settings: Settings, calls, sizes: list[int], deadline: float,
             left += [f"{lib}/{a}" for a in sorted(gone)]
         log.append({"round": r, "measured": measured, "seconds": round(round_s, 1), "dropped": " ".join(left)})
         tick()
-    return pd.concat(rows, ignore_index=True), predicted(pd.concat(rows, ignore_index=True), calls), log
+    return pd.concat(rows, ignore_index=True), pred, log  # pred: of every round so far
 
 
 def ranked(predictions) -> dict[str, list[str]]:

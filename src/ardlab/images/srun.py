@@ -22,6 +22,15 @@ HOSTS = ("from mpi4py import MPI; c = MPI.COMM_WORLD; names = c.gather(MPI.Get_p
          "print('HOSTS', *sorted(names)) if c.rank == 0 else None")
 
 
+def node_names(output: str, library: str, nodes: int) -> list[str]:
+    """The node names HOSTS printed, checked to be `nodes` distinct ones (RuntimeError with the output otherwise)."""
+    (line,) = [ln for ln in output.splitlines() if ln.startswith("HOSTS")] or [""]
+    names = line.split()[1:]
+    if len(set(names)) != nodes:
+        raise RuntimeError(f"{library}: expected ranks on {nodes} distinct nodes, got {names}:\n{output[-2000:]}")
+    return names
+
+
 @dataclass(frozen=True)
 class RanksInRoot:
     library: str
@@ -37,11 +46,8 @@ def ranks_in_root(library: str, root: Path, env: dict[str, str], nodes: int = 2,
         raise FileNotFoundError(f"{root} is not a proven root of ardlab (no /opt/ardlab); run "
                                 f"`python -m ardlab.images prove {library}` first")
     with tempfile.TemporaryDirectory(prefix=f"ardlab-srun-{library}-", dir=root.parent) as work:
-        hosts = _srun(library, root, nodes, ranks, ["python", "-c", HOSTS], env, work, timeout_s)
-        (line,) = [ln for ln in hosts.splitlines() if ln.startswith("HOSTS")] or [""]
-        names = line.split()[1:]
-        if len(set(names)) != nodes:
-            raise RuntimeError(f"{library}: expected ranks on {nodes} distinct nodes, got {names}:\n{hosts[-2000:]}")
+        names = node_names(_srun(library, root, nodes, ranks, ["python", "-c", HOSTS], env, work, timeout_s),
+                           library, nodes)
         out = Path(work) / "allreduce.csv"
         _srun(library, root, nodes, ranks, ["ardlab", "bench", "allreduce", "--in-mpi", "--sizes", sizes,
                                             "--validate", "--no-progress", "--output", str(out)], env, work, timeout_s)

@@ -19,8 +19,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-HOSTS = ("from mpi4py import MPI; c = MPI.COMM_WORLD; names = c.gather(MPI.Get_processor_name()); "
-         "print('HOSTS', *sorted(names)) if c.rank == 0 else None")
+from ardlab.images.srun import HOSTS, node_names
 
 
 def image_path(images: Path, library: str) -> Path:
@@ -72,11 +71,7 @@ def check(library: str, image: Path, output: Path, nodes: int = 2, sizes: str = 
 
     work = tempfile.mkdtemp(prefix=f"ardlab-srun-{library}-", dir="/tmp")  # a folder the image sees (/tmp is bound)
     try:
-        out = launch(library, nodes, image, ["python3", "-c", HOSTS], work)
-        (line,) = [ln for ln in out.splitlines() if ln.startswith("HOSTS")] or [""]
-        names = line.split()[1:]
-        if len(set(names)) != nodes:
-            raise RuntimeError(f"{library}: expected ranks on {nodes} distinct nodes, got {names}:\n{out[-2000:]}")
+        names = node_names(launch(library, nodes, image, ["python3", "-c", HOSTS], work), library, nodes)
         bench, train = Path(work) / "allreduce.csv", Path(work) / "horovod.csv"
         launch(library, nodes, image, ["ardlab", "bench", "allreduce", "--in-mpi", "--library", library, "--sizes",
                                        sizes, "--validate", "--no-progress", "--output", str(bench)], work)
