@@ -228,6 +228,19 @@ def _kill_tree(pid: int) -> None:
             pass
 
 
+def program_env(library_name: str) -> dict[str, str]:
+    """The table's settings (``Library.program_env``) for a program that loads the MPI library of `library_name`'s
+    environment by itself, made from the environment's prefix; a path list goes in front of the caller's."""
+    prefix = require_env(library_name)
+    out = {}
+    for name, value in library(library_name).program_env.items():
+        value = value.format(prefix=prefix)
+        if name.endswith("PATH") and os.environ.get(name):
+            value = f"{value}{os.pathsep}{os.environ[name]}"
+        out[name] = value
+    return out
+
+
 def srun_command(library_name: str, ranks: int, nodes: int, inner: Sequence[str], *, algorithm: str = DEFAULT,
                  extra_env: Mapping[str, str] | None = None, srun_mpi: str | None = None
                  ) -> tuple[list[str], dict[str, str]]:

@@ -145,6 +145,10 @@ class Library:
     # Settings the ranks need under `srun --mpi=<srun_mpi>` (a value the caller's environment already has wins:
     # a site's own PMI library, say).
     srun_env: Mapping[str, str] = field(default_factory=dict)
+    # Settings, made from the environment's prefix ("{prefix}"), that a program loading the MPI library by itself
+    # needs when srun starts it (what the library's own vars.sh would set): Horovod's libmpi is not loaded by mpi4py,
+    # which finds Intel MPI's libfabric itself. A path-list variable is put in front of the caller's value.
+    program_env: Mapping[str, str] = field(default_factory=dict)
     # Debian packages the library's image installs so that srun_env's paths exist inside it (containers/render-defs
     # puts them in the definition's %post).
     image_debs: tuple[str, ...] = ()
@@ -446,6 +450,9 @@ INTELMPI = Library(
     algorithm_var=_IMPI_VAR,
     tuned_writer="intelmpi_adjust",
     srun_env={"I_MPI_PMI_LIBRARY": PMI2_LIBRARY},
+    # Intel MPI dlopens libfabric.so.1 only across nodes (one node's ranks use shared memory alone); seen: Horovod's
+    # MPI_Init under srun on 2 nodes failing with "failed to load libfabric.so.1".
+    program_env={"LD_LIBRARY_PATH": "{prefix}/lib", "FI_PROVIDER_PATH": "{prefix}/lib"},
     image_debs=(PMI2_PACKAGE,),
     srun_proof=_SRUN_PROOF,
     time_shared_env={"I_MPI_WAIT_MODE": "1"},  # I_MPI_THREAD_YIELD=2/3 (yield/usleep) measured 0.7-2.5 ms
