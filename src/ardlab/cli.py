@@ -514,6 +514,8 @@ def _image_parser(s):
 
 
 def _advise_parser(s):
+    from ardlab.advise import run
+
     s.add_argument("--model", help="one of ardlab's models (alexnet, resnet20, vgg16, ...); or, instead, the job's own "
                    "command after --: a Python script (or -m MODULE) and its arguments, e.g. -- train.py --epochs 1")
     s.add_argument("--framework", default="tensorflow", choices=["tensorflow", "nn"],
@@ -526,6 +528,8 @@ def _advise_parser(s):
     s.add_argument("--batch-per-rank", type=int, default=16)
     s.add_argument("--rounds", type=int, default=8, help="microbenchmark rounds at most (racing)")
     s.add_argument("--check-rounds", type=int, default=5, help="paired training rounds of the check")
+    s.add_argument("--bench-mib", type=float, default=run.Settings.bench_mib,
+                   help="the microbenchmark's MiB reduced per size and launch (default %(default)g)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--output", default="advice", help="the run folder (default %(default)s)")
     s.add_argument("--steps", type=int, help="the job's command: the training steps one run of it makes (its calls "
@@ -544,7 +548,8 @@ def _advise(args: argparse.Namespace) -> int:
     job = run.Job(args.framework, args.model, args.ranks, nodes=args.nodes, launcher=args.launcher,
                   batch_per_rank=args.batch_per_rank, command=command, steps=args.steps)
     settings = run.Settings([x for x in args.libraries.split(",") if x], run.parse_budget(args.budget),
-                            rounds=args.rounds, check_rounds=args.check_rounds, seed=args.seed,
+                            rounds=args.rounds, check_rounds=args.check_rounds, bench_mib=args.bench_mib,
+                            seed=args.seed,
                             progress=not args.no_progress, output=Path(args.output))
     advice = run.advise(job, settings)
     written = run.write(advice, Path(args.output))

@@ -139,6 +139,12 @@ class Settings:
     rounds: int = 8  # microbenchmark rounds at most (racing may end them earlier)
     check_rounds: int = 5  # paired training rounds of the check (ardlab.stats.MIN_ROUNDS for an interval)
     check_steps: int = 3
+    # the microbenchmark's bytes reduced per size and launch (ardlab.bench.allreduce's budget_mib, 256 in the study):
+    # less time a launch, more rounds in the budget (pairing cancels the drift between rounds; the calls within a
+    # launch add little once there are 10 of them, the least the microbenchmark times). Measured on the emulated
+    # cluster at 1 Gbit/s with AlexNet's 8-10 MB fused buffers: 256 MiB made a launch 11-14 s and a round of 32
+    # candidates 7.5 min, two rounds in a 30 min budget (no racing).
+    bench_mib: float = 32
     seed: int = 0
     progress: bool = True
     output: Path | None = None  # the run folder: the tuned files are written to its tuned/ (none without it)
@@ -258,7 +264,7 @@ def _learn_command_calls(job: Job, library_name: str):
     return calls.astype({"bytes": int, "calls": int, "calls_per_step": float})
 
 
-def _bench_round(job: Job, alive: dict[str, list[str]], sizes: list[int], r: int, seed: int):
+def _bench_round(job: Job, alive: dict[str, list[str]], sizes: list[int], r: int, seed: int, bench_mib: float):
     """One round of the microbenchmark: every candidate still racing, one launch each, in a shuffled order."""
     import pandas as pd
 
@@ -269,7 +275,7 @@ def _bench_round(job: Job, alive: dict[str, list[str]], sizes: list[int], r: int
     variants = []
     for lib, names in alive.items():
         base = run_plan(lib, ranks=job.ranks, sizes=sizes, algorithms=names, own=False, validate=True,
-                        skip_inapplicable=True, **job.launch_fields())
+                        skip_inapplicable=True, budget_mib=bench_mib, **job.launch_fields())
         variants += [dataclasses.replace(base, options={**base.options, "algorithms": [n]}) for n in names]
     c = Comparison("advise-microbench", variants, rounds=1, first_round=r, seed=seed, progress=False)
     return pd.DataFrame(run_comparison(c))
@@ -307,7 +313,7 @@ def race(job: Job, settings: Settings, calls, sizes: list[int], deadline: float,
                                               "budget"})
             break
         started = time.monotonic()
-        rows.append(_bench_round(job, alive, sizes, r, settings.seed))
+        rows.append(_bench_round(job, alive, sizes, r, settings.seed, settings.bench_mib))
         round_s = time.monotonic() - started
         pred = predicted(pd.concat(rows, ignore_index=True), calls)
         measured = sum(len(v) for v in alive.values())
