@@ -253,3 +253,47 @@ def test_each_librarys_tuned_file_is_written_from_the_raced_rows(tmp_path):
     env = answer.exports("openmpi", "ring", files["openmpi"])
     assert "export OMPI_MCA_coll_tuned_allreduce_algorithm=4" in env
     assert f"# export OMPI_MCA_coll_tuned_dynamic_rules_filename={files['openmpi']}" in env
+
+
+def test_a_confirmation_is_compared_with_the_advices_intervals(tmp_path):
+    """advise-confirm reads the advice's folder (the job, its picks, what it measured) and sets the new check's
+    paired speedups beside the advice's: an interval that misses the advice's is reported as not overlapping."""
+    from ardlab.advise import confirm
+
+    drift = np.array([1.0, 0.6, 1.3, 0.8, 1.1])
+    noise = np.array([1.0, 1.02, 0.98, 1.01, 0.99])
+    a = _advice({"default": 100 * drift, "ring": 125 * drift * noise}, {"default": 1000 / drift, "ring": 800 / drift})
+    a.settings.seed = 7
+    answer.write(a, tmp_path)
+    job, settings, picks, tuned, compared = confirm.load(tmp_path)
+    assert (job.model, job.ranks, picks, tuned, settings.seed) == ("alexnet", 2, {"mpich": "ring"}, {}, 7)
+    assert [(c["variant"], c["baseline"]) for c in compared] == [(("mpich", "ring"), ("mpich", "default"))]
+
+    def check(speedup):
+        return pd.DataFrame([{"round": r, "library": "mpich", "algorithm": alg, "rate": rate * d}
+                             for r, d in enumerate(drift[::-1])
+                             for alg, rate in (("default", 3.0), ("ring", 3.0 * speedup))])
+
+    (same,) = confirm.compare(compared, check(1.25))
+    assert same["overlap"] is True and same["confirmed"] == pytest.approx(1.25, rel=0.02)
+    (gone,) = confirm.compare(compared, check(1.0))
+    assert gone["overlap"] is False
+    text = confirm.markdown(tmp_path, [same, gone], 5, job.unit)
+    assert "| MPICH ring | MPICH default |" in text and "| **no** |" in text and "1 of 2 intervals overlap" in text
+
+
+def test_an_env_file_for_srun_holds_what_the_librarys_ranks_need_there(tmp_path):
+    """Under srun, ranks started from an environment need the table's srun settings and, for a program that loads
+    Intel MPI itself (Horovod), its libfabric's folder: a fresh shell that sources the file has them."""
+    from ardlab.comm.launch import env_prefix
+    from ardlab.comm.libraries import library
+
+    path = tmp_path / "intelmpi.env"
+    path.write_text(answer.exports("intelmpi", "nreduce", srun=True))
+    out = subprocess.run(["bash", "-c", f"source {path}; env"], capture_output=True, text=True,
+                         env={"LD_LIBRARY_PATH": "/site/lib"}).stdout.splitlines()
+    row = library("intelmpi")
+    assert f"LD_LIBRARY_PATH={env_prefix('intelmpi')}/lib:/site/lib" in out
+    for k, v in {**row.srun_env, **row.algorithm_env("nreduce")}.items():
+        assert f"{k}={v}" in out
+    assert f"srun --mpi={row.srun_mpi}" in path.read_text()

@@ -558,6 +558,28 @@ def _advise(args: argparse.Namespace) -> int:
     return 0
 
 
+def _advise_confirm_parser(s):
+    s.add_argument("folder", help="the run folder of an `ardlab advise`")
+    s.add_argument("--rounds", type=int, help="paired training rounds (default: the advice's)")
+    s.add_argument("--seed", type=int, help="the rounds' order (default: the advice's seed + 1000)")
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(func=_advise_confirm)
+
+
+def _advise_confirm(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ardlab.advise import confirm
+
+    folder = Path(args.folder)
+    check, table = confirm.confirm(folder, rounds=args.rounds, seed=args.seed, progress=not args.no_progress)
+    job = confirm.load(folder)[0]
+    written = confirm.write(folder, check, table, int(check["round"].nunique()), job.unit)
+    print((folder / "confirm.md").read_text())
+    print(f"wrote {', '.join(str(p) for p in written)}")
+    return 0
+
+
 def _rank_parser(s):
     s.add_argument("--plan", required=True, help="the run plan file the driver wrote")
     s.set_defaults(func=_rank)
@@ -582,6 +604,8 @@ COMMANDS = [
      _image_parser),
     ("advise", "which library and algorithm make this training job fastest here: its calls raced within a budget, "
                "the choice checked in training", _advise_parser),
+    ("advise-confirm", "an advice's training check made again independently, beside what the advice measured",
+     _advise_confirm_parser),
     ("run", "run a workflow job: rounds of a comparison group (JSON) with the driver", _run_parser),
     ("rank", "what each launched rank runs: the plan file written by the driver", _rank_parser),
 ]

@@ -86,13 +86,24 @@ def cost(advice, table: list[dict]) -> dict:
     return {"seconds": round(total, 1), "unit": advice.job.unit, "steps_to_repay": repay}
 
 
-def exports(lib: str, alg: str, tuned: str | None = None) -> str:
+def exports(lib: str, alg: str, tuned: str | None = None, *, srun: bool = False) -> str:
     """An env file: the settings that force `alg` in `lib`, to `source` before launching the job; with `tuned`, the
-    settings that make the library select per size from that file follow, commented out, as the alternative."""
+    settings that make the library select per size from that file follow, commented out, as the alternative; with
+    `srun`, what the library's ranks need when srun starts them from its environment (the table's srun_env and
+    program_env) and the srun flag, first."""
     import shlex
 
-    env = library(lib).algorithm_env(alg)
-    head = f"# ardlab advise: {library(lib).display}, {alg}\n"
+    from ardlab.comm.launch import env_prefix
+
+    row = library(lib)
+    env = row.algorithm_env(alg)
+    head = f"# ardlab advise: {row.display}, {alg}\n"
+    if srun:
+        head += f"# launch the job's ranks with: srun --mpi={row.srun_mpi} ...\n"
+        head += "".join(f"export {k}={shlex.quote(v)}\n" for k, v in row.srun_env.items())
+        for k, v in row.program_env.items():
+            v = shlex.quote(v.format(prefix=env_prefix(lib)))
+            head += f"export {k}={v}${{{k}:+:${k}}}\n" if k.endswith("PATH") else f"export {k}={v}\n"
     body = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()) if env else \
         "# the library's default selection: nothing to set\n"
     if tuned:
@@ -143,9 +154,10 @@ def write(advice, output: Path) -> list[Path]:
     for lib, alg in advice.picks.items():
         path = output / f"{lib}.env"
         with atomic_open(path, "w") as f:
-            f.write(exports(lib, alg, advice.tuned.get(lib)))
+            f.write(exports(lib, alg, advice.tuned.get(lib), srun=advice.job.launcher == "srun"))
         paths.append(path)
-    doc = {"job": vars(advice.job), "libraries": advice.settings.libraries, "race": advice.race,
+    kept = {k: getattr(advice.settings, k) for k in ("budget_s", "rounds", "check_rounds", "check_steps", "seed")}
+    doc = {"job": vars(advice.job), "libraries": advice.settings.libraries, "settings": kept, "race": advice.race,
            "proofs": advice.proofs,
            "answer": [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in table],
            "overall": best, "cost": spent}
