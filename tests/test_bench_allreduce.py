@@ -133,3 +133,30 @@ def test_iterations_follow_the_byte_budget():
     assert iterations_for(4) == 1000 and iterations_for(1 << 20) == 256 and iterations_for(64 << 20) == 10
     assert iterations_for(1 << 20, budget_mib=64) == 64 and iterations_for(4, max_iterations=200) == 200
     assert iterations_for(64 << 20, budget_mib=1) == 10 and iterations_for(1 << 20, 7) == 7
+
+
+def test_the_measurement_options_are_declared_once():
+    """Each of the microbenchmark's measurement options is a field of its Plan: the CLI's options, make_plan's
+    keywords and the workflow config's keys (with the field's default and choices) are made from it; an unknown one
+    is refused by name."""
+    import argparse
+
+    from ardlab.bench import allreduce
+    from ardlab.cli import _bench_allreduce_parser
+    from ardlab.study.config import schema
+
+    parser = argparse.ArgumentParser()
+    _bench_allreduce_parser(parser)
+    cli = {a.dest: a for a in parser._actions}
+    schema_props = schema()["properties"]["microbench"]["properties"]
+    for name, f in allreduce.OPTIONS.items():
+        assert cli[name].default == f.default and cli[name].help == f.metadata["help"], name
+        if f.metadata["schema"]:
+            assert schema_props[name]["default"] == f.default, name
+    assert schema_props["dtype"]["enum"] == list(allreduce.DTYPES)
+    assert schema_props["iterations"]["type"] == ["integer", "null"] and schema_props["iterations"]["minimum"] == 1
+    assert "skip_inapplicable" not in schema_props  # the workflow decides it
+    plan = allreduce.make_plan("mpich", algorithm_names=None, sweep=False, sizes=[8], ranks=2, budget_mib=8)
+    assert (plan.budget_mib, plan.max_iterations, plan.dtype) == (8, allreduce.MAX_ITERATIONS, "float32")
+    with pytest.raises(ValueError, match=r"unknown microbenchmark options \['budget'\]"):
+        allreduce.make_plan("mpich", algorithm_names=None, sweep=False, sizes=[8], ranks=2, budget=8)

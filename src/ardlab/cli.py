@@ -115,7 +115,7 @@ def _library(args: argparse.Namespace) -> tuple[str, int, int]:
 
 
 def _bench_allreduce(args: argparse.Namespace) -> int:
-    from ardlab.bench.allreduce import run_plan
+    from ardlab.bench.allreduce import OPTIONS, run_plan
     from ardlab.bench.sizes import parse_sizes
 
     lib, ranks, nodes = _library(args)
@@ -134,11 +134,9 @@ def _bench_allreduce(args: argparse.Namespace) -> int:
             raise ValueError(f"--thread-level needs the driver: inside a launch MPI has started already (set "
                              f"{THREAD_LEVEL_VAR}={args.thread_level} in the launch environment instead)")
         env[THREAD_LEVEL_VAR] = args.thread_level
+    options = {name: getattr(args, name) for name in OPTIONS} | {"skip_inapplicable": skip}
     plan = run_plan(lib, ranks=ranks, nodes=nodes, sizes=parse_sizes(args.sizes), algorithms=names, sweep=sweep,
-                    own=not args.no_own, dtype=args.dtype, iterations=args.iterations, warmup=args.warmup,
-                    budget_mib=args.budget_mib, max_iterations=args.max_iterations, timer=args.timer,
-                    validate=args.validate, skip_inapplicable=skip, tuned=args.tuned, env=env,
-                    **_launch_settings(args))
+                    own=not args.no_own, tuned=args.tuned, env=env, **options, **_launch_settings(args))
     if args.in_mpi:
         if args.rounds != 1:
             raise ValueError("--rounds needs the driver (one launch per variant per round); without --in-mpi")
@@ -355,9 +353,8 @@ def _probe_parser(s):
 
 
 def _bench_allreduce_parser(s):
-    from ardlab.bench.allreduce import BUDGET_MIB, DTYPES, MAX_ITERATIONS
+    from ardlab.bench.allreduce import Plan
     from ardlab.bench.sizes import DEFAULT_SIZES
-    from ardlab.bench.timeloop import TIMERS
     from ardlab.comm.startup import THREAD_LEVELS
 
     _launch_arguments(s, ranks=2, threads=None, threads_help="thread variables of every rank (default: unset)")
@@ -368,24 +365,11 @@ def _bench_allreduce_parser(s):
                    "(ardlab tune); algorithm label 'tuned'")
     s.add_argument("--no-own", action="store_true", help="with --sweep: native algorithms only")
     s.add_argument("--sizes", default=DEFAULT_SIZES, help="bytes: list '4,1K,64M' and/or ranges 'LO:HI[:xF]'")
-    s.add_argument("--dtype", default="float32", choices=DTYPES)
-    s.add_argument("--iterations", type=int, help="timed calls per size (default: by size, OSU-like)")
-    s.add_argument("--budget-mib", type=float, default=BUDGET_MIB, help="without --iterations: timed calls per "
-                   "size reduce about this many MiB (default %(default)g; at least 10 calls)")
-    s.add_argument("--max-iterations", type=int, default=MAX_ITERATIONS,
-                   help="without --iterations: the most timed calls per size (default %(default)s)")
-    s.add_argument("--warmup", type=int, help="untimed calls per size (default: a tenth of the timed ones)")
-    s.add_argument("--validate", action="store_true", help="check every result against the exact sum")
+    _add_options(s, Plan)  # the measurement options, declared once in the plan
     s.add_argument("--thread-level", choices=THREAD_LEVELS,
                    help="the thread level the ranks ask MPI for (default: mpi4py's, multiple, as Horovod needs); "
                         "MPICH's default Allreduce is several times slower at multiple for small messages; rows "
                         "record the level MPI provides (mpi_thread_level)")
-    s.add_argument("--timer", default="c", choices=TIMERS,
-                   help="the loop that times native algorithms: c (compiled, a barrier before each timed call as "
-                        "OSU; default), c-loop (compiled, the calls back to back after one barrier as IMB-MPI1) or "
-                        "python; our own algorithms are always timed in Python. Rows name it in the column timer")
-    s.add_argument("--skip-inapplicable", action="store_true",
-                   help="skip sizes an algorithm cannot run instead of failing (as --sweep does)")
     s.add_argument("--rounds", type=int, default=1, help="paired, interleaved rounds: each runs every algorithm "
                    "once (one launch each) in a shuffled order; the terminal shows medians with 95%% intervals")
     s.add_argument("--seed", type=int, default=0, help="seed of the rounds' orders (recorded in every row)")

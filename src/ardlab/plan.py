@@ -191,16 +191,41 @@ def _known(cls, data: dict, what: str) -> dict:
 
 
 
-def option(default, help: str | None = None, choices=None, cli: bool = True):
-    """A field of a kind's settings (TrainConfig, TFConfig) that is also its command-line option: ``--name-like-this``
-    with this default, help and choices (a callable giving them, read when the parser is made), made by the CLI
-    from the field (``ardlab.cli``); `cli` False: a setting the command line does not offer."""
-    return field(default=default, metadata={"help": help, "choices": choices, "cli": cli})
+def option(default, help: str | None = None, choices=None, cli: bool = True, schema: bool = False, **bounds):
+    """A field of a kind's settings (TrainConfig, TFConfig, the microbenchmark's Plan) that is also its command-line
+    option: ``--name-like-this`` with this default, help and choices (a callable giving them, read when the parser is
+    made), made by the CLI from the field (``ardlab.cli``); `cli` False: a setting the command line does not offer.
+    `schema` True: also a key of the workflow config's section of the kind, named like the field, whose JSON schema
+    (``schema_properties``) has `bounds` (minimum, exclusiveMinimum) besides the type, default, help and choices."""
+    return field(default=default, metadata={"help": help, "choices": choices, "cli": cli, "schema": schema,
+                                            "bounds": bounds})
+
+
+_JSON_TYPES = {"int": "integer", "float": "number", "str": "string", "bool": "boolean"}
+
+
+def schema_properties(config_class) -> dict:
+    """The JSON schema properties of the options of `config_class` that the workflow config offers (``option``'s
+    `schema`): each field's type (null too where it may be None), default, help as description, choices as enum."""
+    out = {}
+    for f in fields(config_class):
+        if not f.metadata.get("schema"):
+            continue
+        kind = f.type if isinstance(f.type, str) else f.type.__name__
+        base = _JSON_TYPES[kind.replace(" | None", "")]
+        prop = {"type": [base, "null"] if kind.endswith("| None") else base, "default": f.default}
+        if f.metadata.get("choices"):
+            prop["enum"] = list(f.metadata["choices"]())
+        prop.update(f.metadata.get("bounds") or {})
+        if f.metadata.get("help"):
+            prop["description"] = f.metadata["help"]
+        out[f.name] = prop
+    return out
 
 
 def cli_options(config_class) -> list:
-    """The fields of a kind's settings that are command-line options, in order."""
-    return [f for f in fields(config_class) if f.name not in PLAN_FIELDS and f.metadata.get("cli", True)]
+    """The fields of a kind's settings that are command-line options (made by ``option``), in order."""
+    return [f for f in fields(config_class) if f.name not in PLAN_FIELDS and f.metadata.get("cli")]
 
 
 def check_algorithm(library_name: str, name: str, tuned: str | None, *, own: bool) -> str:

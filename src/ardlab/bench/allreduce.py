@@ -28,30 +28,10 @@ from dataclasses import asdict, dataclass
 
 from ardlab.bench.timeloop import TIMERS
 from ardlab.comm.libraries import DEFAULT, TUNED, Algorithm, algorithm, algorithms, forced_algorithm, library
-from ardlab.plan import PLAN_FIELDS, Comparison, RunPlan
+from ardlab.plan import PLAN_FIELDS, Comparison, RunPlan, cli_options, option
 from ardlab.results import BENCH_LOSS_COLUMNS, mib_bytes, utc_now
 
 DTYPES = ("float32", "float64", "int32", "int64")
-
-
-@dataclass
-class Plan:
-    """What one benchmark invocation measures (validated before any MPI process starts)."""
-
-    library: str
-    algorithms: list[str]
-    sizes: list[int]
-    ranks: int
-    nodes: int = 1
-    dtype: str = "float32"
-    iterations: int | None = None  # None: by size
-    warmup: int | None = None
-    validate: bool = False
-    skip_inapplicable: bool = False  # sweeps skip (algorithm, size) points an algorithm cannot run
-    tuned: str | None = None  # a tuned selection file (algorithm label "tuned")
-    budget_mib: float = 256  # bytes reduced per size (iterations_for)
-    max_iterations: int = 1000
-    timer: str = "c"  # native algorithms' timing loop (ardlab.bench.timeloop); our own are always timed in Python
 
 
 BUDGET_MIB = 256
@@ -61,6 +41,41 @@ MIN_ITERATIONS = 10
 # calls at 64 B took ~1 ms, 10000 at 4 B ~4 ms.
 POINT_WARMUP_S = 0.01
 LAUNCH_WARMUP_S = 0.05
+
+
+@dataclass
+class Plan:
+    """What one benchmark invocation measures (validated before any MPI process starts). The fields made with
+    ``option`` are the microbenchmark's measurement options, declared here once: the CLI's options
+    (``ardlab bench allreduce --budget-mib ...``), the workflow config's keys (its `microbench` section, where
+    `schema` is true) and ``make_plan``'s keywords are made from them."""
+
+    library: str
+    algorithms: list[str]
+    sizes: list[int]
+    ranks: int
+    nodes: int = 1
+    dtype: str = option("float32", "the element type of the summed buffers", choices=lambda: DTYPES, schema=True)
+    iterations: int | None = option(None, "timed calls per size (default: by size, OSU-like)", schema=True,
+                                    minimum=1)
+    warmup: int | None = option(None, "untimed calls per size (default: a tenth of the timed ones)", schema=True,
+                                minimum=0)
+    validate: bool = option(False, "check every result against the exact sum", schema=True)
+    skip_inapplicable: bool = option(False, "skip sizes an algorithm cannot run instead of failing (as --sweep "
+                                            "does)")
+    tuned: str | None = None  # a tuned selection file (algorithm label "tuned")
+    budget_mib: float = option(BUDGET_MIB, "without iterations: timed calls per size reduce about this many MiB "
+                                           "(at least 10 calls)", schema=True, exclusiveMinimum=0)
+    max_iterations: int = option(MAX_ITERATIONS, "without iterations: the most timed calls per size", schema=True,
+                                 minimum=1)
+    timer: str = option("c", "the loop that times native algorithms: c (compiled, a barrier before each timed call "
+                             "as OSU), c-loop (compiled, the calls back to back after one barrier as IMB-MPI1) or "
+                             "python; our own algorithms are always timed in Python (rows: column timer)",
+                        choices=lambda: TIMERS, schema=True)
+
+
+# The measurement options (``Plan``'s option fields), by name.
+OPTIONS = {f.name: f for f in cli_options(Plan)}
 
 
 def iterations_for(size_bytes: int, fixed: int | None = None, *, budget_mib: float = BUDGET_MIB,
@@ -93,54 +108,40 @@ def why_inapplicable(alg: Algorithm, *, ranks: int, nodes: int, count: int) -> s
     return None
 
 
-def make_plan(
-    library_name: str,
-    *,
-    algorithm_names: list[str] | None,
-    sweep: bool,
-    sizes: list[int],
-    ranks: int,
-    nodes: int = 1,
-    dtype: str = "float32",
-    iterations: int | None = None,
-    warmup: int | None = None,
-    validate: bool = False,
-    own: bool = True,
-    skip_inapplicable: bool = False,
-    tuned: str | None = None,
-    budget_mib: float = BUDGET_MIB,
-    max_iterations: int = MAX_ITERATIONS,
-    timer: str = "c",
-) -> Plan:
-    """Check every choice against the table and raise ValueError naming a bad value and the valid ones."""
+def make_plan(library_name: str, *, algorithm_names: list[str] | None, sweep: bool, sizes: list[int], ranks: int,
+              nodes: int = 1, own: bool = True, tuned: str | None = None, **options) -> Plan:
+    """Check every choice against the table and raise ValueError naming a bad value and the valid ones; `options`:
+    the measurement options (``OPTIONS``), the others at their defaults."""
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown microbenchmark options {unknown}; valid: {', '.join(OPTIONS)}")
+    o = {name: options.get(name, f.default) for name, f in OPTIONS.items()}
     lib = library(library_name)
     if ranks < 1:
         raise ValueError(f"ranks must be >= 1, got {ranks}")
-    if dtype not in DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
-    if iterations is not None and iterations < 1:
-        raise ValueError(f"iterations must be >= 1, got {iterations}")
-    if warmup is not None and warmup < 0:
-        raise ValueError(f"warm-up iterations must be >= 0, got {warmup}")
-    if not budget_mib > 0:
-        raise ValueError(f"the byte budget per size must be > 0 MiB, got {budget_mib}")
-    if max_iterations < 1:
-        raise ValueError(f"the most timed calls per size must be >= 1, got {max_iterations}")
-    if timer not in TIMERS:
-        raise ValueError(f"unknown timer {timer!r}; valid: {', '.join(TIMERS)}")
-    budget = {"budget_mib": budget_mib, "max_iterations": max_iterations, "timer": timer}
+    if o["dtype"] not in DTYPES:
+        raise ValueError(f"unknown dtype {o['dtype']!r}; valid: {', '.join(DTYPES)}")
+    if o["iterations"] is not None and o["iterations"] < 1:
+        raise ValueError(f"iterations must be >= 1, got {o['iterations']}")
+    if o["warmup"] is not None and o["warmup"] < 0:
+        raise ValueError(f"warm-up iterations must be >= 0, got {o['warmup']}")
+    if not o["budget_mib"] > 0:
+        raise ValueError(f"the byte budget per size must be > 0 MiB, got {o['budget_mib']}")
+    if o["max_iterations"] < 1:
+        raise ValueError(f"the most timed calls per size must be >= 1, got {o['max_iterations']}")
+    if o["timer"] not in TIMERS:
+        raise ValueError(f"unknown timer {o['timer']!r}; valid: {', '.join(TIMERS)}")
     import numpy as np
 
-    itemsize = np.dtype(dtype).itemsize
+    itemsize = np.dtype(o["dtype"]).itemsize
     bad = [s for s in sizes if s % itemsize]
     if bad:
-        raise ValueError(f"message sizes {bad} are not multiples of the {dtype} element size ({itemsize} B)")
+        raise ValueError(f"message sizes {bad} are not multiples of the {o['dtype']} element size ({itemsize} B)")
     if tuned is not None:
         if sweep or algorithm_names:
             raise ValueError("a tuned selection file replaces --algorithm/--sweep; give one or the other")
         # the file is read when the run starts (ardlab.driver): in a workflow an earlier job makes it
-        return Plan(library_name, [TUNED], sizes, ranks, nodes, dtype, iterations, warmup, validate,
-                    skip_inapplicable=False, tuned=str(tuned), **budget)
+        return Plan(library_name, [TUNED], sizes, ranks, nodes, tuned=str(tuned), **{**o, "skip_inapplicable": False})
     if sweep:
         names = [n for n, a in algorithms(library_name, own=own).items()
                  if not (a.multi_node_only and nodes < 2)]
@@ -152,26 +153,22 @@ def make_plan(
             alg = algorithm(library_name, n)  # raises on unknown names, listing the valid ones
             if alg.multi_node_only and nodes < 2:
                 raise ValueError(f"{lib.display} algorithm {n!r} needs several nodes; this run has {nodes}")
-            for s in sizes if not skip_inapplicable else ():
+            for s in sizes if not o["skip_inapplicable"] else ():
                 reason = why_inapplicable(alg, ranks=ranks, nodes=nodes, count=s // itemsize)
                 if reason:
                     raise ValueError(f"{reason} (message size {s} B)")
-    return Plan(library_name, names, sizes, ranks, nodes, dtype, iterations, warmup, validate,
-                skip_inapplicable=sweep or skip_inapplicable, **budget)
+    return Plan(library_name, names, sizes, ranks, nodes, **{**o, "skip_inapplicable": sweep or o["skip_inapplicable"]})
 
 
 def run_plan(library_name: str, *, ranks: int, sizes: list[int], algorithms: list[str] | None = None,
-             sweep: bool = False, own: bool = True, nodes: int = 1, dtype: str = "float32",
-             iterations: int | None = None, warmup: int | None = None, validate: bool = False,
-             skip_inapplicable: bool = False, tuned: str | None = None, budget_mib: float = BUDGET_MIB,
-             max_iterations: int = MAX_ITERATIONS, timer: str = "c", **run) -> RunPlan:
-    """The validated run plan of a microbenchmark (`run`: the RunPlan's launch fields)."""
+             sweep: bool = False, own: bool = True, nodes: int = 1, tuned: str | None = None, **more) -> RunPlan:
+    """The validated run plan of a microbenchmark; `more`: measurement options (``OPTIONS``) and the RunPlan's launch
+    fields."""
+    options = {k: more.pop(k) for k in list(more) if k in OPTIONS}
     p = make_plan(library_name, algorithm_names=algorithms, sweep=sweep, sizes=sizes, ranks=ranks, nodes=nodes,
-                  dtype=dtype, iterations=iterations, warmup=warmup, validate=validate, own=own,
-                  skip_inapplicable=skip_inapplicable, tuned=tuned, budget_mib=budget_mib,
-                  max_iterations=max_iterations, timer=timer)
+                  own=own, tuned=tuned, **options)
     options = {k: v for k, v in asdict(p).items() if k not in PLAN_FIELDS}
-    return RunPlan("bench", p.library, p.ranks, nodes=p.nodes, tuned=p.tuned, options=options, **run)
+    return RunPlan("bench", p.library, p.ranks, nodes=p.nodes, tuned=p.tuned, options=options, **more)
 
 
 def comparison(plan: RunPlan, *, rounds: int = 1, seed: int = 0) -> Comparison:

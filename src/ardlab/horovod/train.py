@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ardlab.comm.libraries import DEFAULT
-from ardlab.nn.trainer import optimizer_names
+from ardlab.nn.trainer import TrainingOptions, optimizer_names
 from ardlab.plan import RunPlan, check_algorithm, option, options_of
 from ardlab.results import mib_bytes
 
@@ -56,14 +56,15 @@ def tf_optimizer_names() -> list[str]:
 
 
 @dataclass
-class TFConfig:
-    """The settings of a TensorFlow + Horovod training run: each is also an option of `ardlab train-tf` (made from
-    the field; ``cli=False``: not offered there, or in another form)."""
+class TFConfig(TrainingOptions):
+    """The settings of a TensorFlow + Horovod training run: the shared ones (ardlab.nn.trainer.TrainingOptions), its
+    data sets and optimizers narrowed to those it has, and its own; each is also an option of `ardlab train-tf` (made
+    from the field; ``cli=False``: not offered there, or in another form)."""
 
+    dataset: str = option("synthetic", choices=_datasets)
+    optimizer: str = option("sgd", choices=tf_optimizer_names)
     model: str = option("resnet20", "an ardlab.nn model (same architecture) or keras.applications' (keras_*)",
                         _models)
-    dataset: str = option("synthetic", choices=_datasets)
-    data_path: str | None = option(None)
     image_size: int | None = option(None, "synthetic images are SIZExSIZEx3 (default 32; 224 for keras.applications "
                                     "models)")
     classes: int | None = option(None, "synthetic classes (default 10; 1000 for keras.applications)")
@@ -74,13 +75,8 @@ class TFConfig:
     compute_batches: int = option(0, "then time this many batches without the Allreduce (each rank's compute alone, "
                                   "same placement, one untimed first): the row's compute_s and allreduce_s say how "
                                   "much of a step the Allreduce adds (default 0: not measured)")
-    optimizer: str = option("sgd", choices=tf_optimizer_names)
-    lr: float = option(0.01)
-    momentum: float = option(0.9)
     threads: int | None = option(None, cli=False)  # --threads (a launch setting)
-    seed: int = option(0)
     save_weights: str | None = option(None, "each rank saves its final weights (.npz; '{rank}' in the name)")
-    progress: bool = option(True, cli=False)  # --no-progress
 
     def __post_init__(self):
         if self.optimizer not in tf_optimizer_names():

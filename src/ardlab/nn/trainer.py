@@ -51,14 +51,26 @@ def _backends():
 
 
 @dataclass
-class TrainConfig:
+class TrainingOptions:
+    """The settings both frameworks' training runs share (ardlab.nn's TrainConfig, TensorFlow + Horovod's TFConfig in
+    ardlab.horovod.train), declared once; a framework narrows a field's choices by declaring it again."""
+
+    dataset: str = option("synthetic", "images: class folders of JPEG/PNG; npz: shards <split>-*.npz with x, y",
+                          _datasets)
+    data_path: str | None = option(None)
+    optimizer: str = option("sgd", choices=optimizer_names)
+    lr: float = option(0.01)
+    momentum: float = option(0.9)
+    seed: int = option(0)
+    progress: bool = option(True, cli=False)  # --no-progress
+
+
+@dataclass
+class TrainConfig(TrainingOptions):
     """The settings of an ardlab.nn training run: each is also an option of `ardlab train` (made from the field;
     ``cli=False``: not offered there, or offered in another form)."""
 
     model: str = option("simplecnn", choices=_models)
-    dataset: str = option("synthetic", "images: class folders of JPEG/PNG; npz: shards <split>-*.npz with x, y",
-                          _datasets)
-    data_path: str | None = option(None)
     input_shape: tuple | None = option(None, cli=False)  # --input-shape HxWxC (synthetic only)
     classes: int = option(10)
     synthetic_size: int = option(1024, "samples of the synthetic data set")
@@ -66,19 +78,14 @@ class TrainConfig:
     global_batch: int | None = option(None, cli=False)
     epochs: int = option(1)
     steps: int | None = option(None, "stop after this many steps (overrides --epochs)")
-    optimizer: str = option("sgd", choices=optimizer_names)
-    lr: float = option(0.01)
-    momentum: float = option(0.9)
     weight_decay: float = option(0.0)
     warmup_steps: int = option(0)
     parallel_mode: str = option("blocking", choices=_parallel_modes)
     allreduce: str = option("native", cli=False)  # native (the library's algorithm in force) or own_* (--algorithm)
     algorithm_label: str = option("default", cli=False)  # the native algorithm forced at launch (for the summary row)
     bucket_bytes: int = option(4 << 20, cli=False)  # --bucket-mb
-    seed: int = option(0)
     augment: bool = option(False, "random crop + horizontal flip")
     evaluate: bool = option(True, "after training, the test set's accuracy (digits, mnist, cifar10)")
-    progress: bool = option(True, cli=False)  # --no-progress
     checkpoint_dir: str | None = option(None, "write a checkpoint after every epoch (atomically, rank 0)")
     resume: bool = option(False, "continue from the newest checkpoint in --checkpoint-dir")
     plateau_patience: int = option(0, "reduce the learning rate when the epoch loss stalls this many epochs (0: off)")

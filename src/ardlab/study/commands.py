@@ -83,10 +83,9 @@ def _variant(job: Job, config: dict, lib: str, algorithm: str) -> RunPlan:
     launch = _launch(config, _section(job), lib, threads(job, config))
     tuned_path = job_tuned_file(job, config, lib) if algorithm == TUNED else None
     if job.kind.startswith("microbench"):
+        options = {k: sec[k] for k in allreduce.OPTIONS if k in sec} | {"skip_inapplicable": True}
         return allreduce.run_plan(lib, ranks=job.ranks, nodes=job.nodes, sizes=parse_sizes(sec["sizes"]),
-                                  algorithms=None if tuned_path else [algorithm], dtype=sec["dtype"],
-                                  iterations=sec["iterations"] or None, budget_mib=sec["budget_mib"],
-                                  max_iterations=sec["max_iterations"], skip_inapplicable=True, tuned=tuned_path,
+                                  algorithms=None if tuned_path else [algorithm], tuned=tuned_path, **options,
                                   **launch)
     name = DEFAULT if tuned_path else algorithm
     if job.kind == "train":

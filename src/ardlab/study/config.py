@@ -24,18 +24,19 @@ SCHEMA = repo_root() / "workflow" / "schemas" / "config.schema.yaml"
 
 def schema() -> dict:
     """The JSON schema, with the enums filled in from where each list is defined: the libraries (the table), the
-    launchers (ardlab.plan), ardlab.nn's parallel modes and backends, the microbenchmark's dtypes and the picks."""
-    from ardlab.bench.allreduce import DTYPES
+    launchers (ardlab.plan), ardlab.nn's parallel modes and backends and the picks; and the microbenchmark's options
+    from their declaration (ardlab.bench.allreduce.Plan)."""
+    from ardlab.bench.allreduce import Plan
     from ardlab.nn import PARALLEL_MODES
     from ardlab.nn.backend import CHOICES
-    from ardlab.plan import LAUNCHERS
+    from ardlab.plan import LAUNCHERS, schema_properties
     from ardlab.results import PICKS
 
     s = yaml.safe_load(SCHEMA.read_text())
     p = s["properties"]
     p["libraries"]["items"]["enum"] = list(LIBRARIES)
     p["launcher"]["enum"] = list(LAUNCHERS)
-    p["microbench"]["properties"]["dtype"]["enum"] = list(DTYPES)
+    p["microbench"]["properties"].update(schema_properties(Plan))  # the microbenchmark's options, declared there
     p["train"]["properties"]["parallel_modes"]["items"]["enum"] = list(PARALLEL_MODES)
     p["train"]["properties"]["backend"]["enum"] = list(CHOICES)
     for section in ("train", "horovod"):
