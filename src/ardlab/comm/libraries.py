@@ -60,6 +60,9 @@ class Algorithm:
     selection_params: tuple[str, ...] = ()
     # it runs the library's default selection here (a silent fallback on these builds): never picked instead of it
     runs_default: bool = False
+    # ranks -> the algorithm that runs in its place at that many ranks (a silent fallback the probes saw: its
+    # function hit, not this one's); ardlab advise's proofs find them in any case
+    runs_instead: Mapping[int, str] = field(default_factory=dict)
 
     @property
     def traffic_family(self) -> str | None:
@@ -139,6 +142,11 @@ class Library:
     # Shared-memory files it makes in /dev/shm outside any folder a launch names (a glob; launch removes those no
     # process maps, which only ranks killed while starting leave behind). Empty: none.
     shm_segments: str = ""
+    # How a forced algorithm that does not apply shows itself where the library's algorithm functions cannot be
+    # broken on (a stripped build: no `Algorithm.symbol`): the settings that make it report each such call, and the
+    # pattern of the report's line on stderr (its group 1: the algorithm). ardlab.comm.probe counts them.
+    fallback_report_env: Mapping[str, str] = field(default_factory=dict)
+    fallback_report: str = ""
     # The file name of its MPI library in an environment's lib/ (what a tuned-file writer reads its built-in
     # selection from).
     soname: str = "libmpi.so"
@@ -305,6 +313,8 @@ MPICH = Library(
     # MPICH's segments: always in /dev/shm (shm_open), unlinked once every local rank has mapped them
     shm_segments="mpich_shm_*",
     soname="libmpi.so.12",
+    fallback_report_env={"MPIR_CVAR_COLLECTIVE_FALLBACK": "print"},
+    fallback_report=r"Allreduce (\w+) cannot be applied",
     algorithm_var=_MPICH_VAR,
     tuned_writer="mpich_json",
     switching=Switching(
@@ -403,7 +413,8 @@ INTELMPI = Library(
         "recursive_doubling": _impi_alg("recursive_doubling", 1, "recursive doubling",
                                         symbol=_IMPI + "recursive_doubling", cost_model="recursive_doubling"),
         "rabenseifner": _impi_alg("rabenseifner", 2, "Rabenseifner's algorithm", note=_IMPI_RD_AT_2,
-                                  symbol=_IMPI + "rabenseifner", cost_model="rabenseifner"),
+                                  symbol=_IMPI + "rabenseifner", cost_model="rabenseifner",
+                                  runs_instead={2: "recursive_doubling"}),
         "reduce_bcast": _impi_alg("reduce_bcast", 3, "reduce + bcast", cost_model="binomial",
                                   traffic="binomial_scatter_allgather", traffic_by_tuning={"emr": None},
                                   note="observed (eth0 bytes, 4 and 16 MiB, generic tuning files): on 4 nodes the "

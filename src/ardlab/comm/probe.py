@@ -4,9 +4,10 @@ Setting a variable proves nothing; these probes watch the library:
 
 - symbols (Open MPI, Intel MPI): every rank runs under gdb with a breakpoint on each internal algorithm
   function named in the table (``Algorithm.symbol``); each hit prints a line, and we count them.
-- fallback (MPICH, whose PyPI build is stripped): with ``MPIR_CVAR_COLLECTIVE_FALLBACK=print`` MPICH prints
-  "<coll> <algorithm> cannot be applied" for every call where the forced algorithm does not apply; a
-  non-commutative op makes commutative-only algorithms (ring, ...) print, which shows the knob arrived.
+- fallback reports (MPICH, whose PyPI build is stripped): the table's ``fallback_report_env`` (MPICH:
+  ``MPIR_CVAR_COLLECTIVE_FALLBACK=print``) makes the library print a line (``fallback_report``: "<coll> <algorithm>
+  cannot be applied") for every call where the forced algorithm does not apply; a non-commutative op makes
+  commutative-only algorithms (ring, ...) print, which shows the knob arrived.
 
     ardlab probe --library LIBRARY --algorithm ALGORITHM [--ranks N] [--noncommutative]
 """
@@ -29,12 +30,20 @@ HIT = "ARDLAB-HIT"
 MARK = "ARDLAB-PROBE-START"
 PHASE = "ARDLAB-PROBE-PHASE"
 SWITCHING = "switching"
-_FALLBACK_RE = re.compile(r"Allreduce (\w+) cannot be applied")
 
 
 def symbols(library_name: str) -> list[str]:
     """The internal algorithm functions the table names for this library."""
     return sorted({a.symbol for a in library(library_name).algorithms.values() if a.symbol})
+
+
+def _fallback_report(library_name: str) -> re.Pattern:
+    """The pattern of the library's fallback reports (where no algorithm function can be broken on)."""
+    lib = library(library_name)
+    if not lib.fallback_report and not symbols(library_name):
+        raise ValueError(f"{lib.display} cannot be probed: its table names neither algorithm functions (symbol) nor "
+                         "a fallback report (fallback_report)")
+    return re.compile(lib.fallback_report or r"(?!)")
 
 
 def gdb_script(syms: list[str]) -> str:
@@ -130,6 +139,7 @@ def probe(
     stdout, stderr = _launch(library_name, algorithm, ranks, nodes, launcher, argv, extra_env or {}, timeout)
     hits: Counter = Counter()
     by_symbols = bool(symbols(library_name))
+    report = _fallback_report(library_name)
     marks = 0 if program is None else ranks  # the worker: count only once every rank passed its mark
     for line in (stdout if by_symbols else stderr).splitlines():
         marks += line.count(MARK)
@@ -137,7 +147,7 @@ def probe(
             continue
         if by_symbols and line.startswith(HIT):
             hits[line.split()[1]] += 1
-        elif not by_symbols and (m := _FALLBACK_RE.search(line)):
+        elif not by_symbols and (m := report.search(line)):
             hits[f"fallback:{m.group(1)}"] += 1
     return hits
 
@@ -162,6 +172,7 @@ def probe_switched(library_name: str, algorithms: list[str], *, ranks: int = 2, 
     seen: Counter = Counter()
     current, reached = -1, -1
     by_symbols = bool(symbols(library_name))
+    report = _fallback_report(library_name)
     for line in (stdout if by_symbols else stderr).splitlines():
         if line.startswith(PHASE):
             fields = line.split()
@@ -172,7 +183,7 @@ def probe_switched(library_name: str, algorithms: list[str], *, ranks: int = 2, 
                 reached = max(reached, current)
         elif current >= 0 and by_symbols and line.startswith(HIT):
             phases[current][line.split()[1]] += 1
-        elif current >= 0 and not by_symbols and (m := _FALLBACK_RE.search(line)):
+        elif current >= 0 and not by_symbols and (m := report.search(line)):
             phases[current][f"fallback:{m.group(1)}"] += 1
     if reached != len(algorithms) - 1:
         raise RuntimeError(f"{lib.display} switched probe: the ranks reached phase {reached + 1} of {len(algorithms)}"
@@ -199,7 +210,8 @@ def _launch(library_name: str, algorithm: str, ranks: int, nodes: int, launcher:
             py = cmd.index(str(launch.python_of(library_name)))
             cmd = [*cmd[:py], gdb, "-q", "-batch", "-nx", "-x", str(script), "--args", *cmd[py:]]
         else:
-            extra["MPIR_CVAR_COLLECTIVE_FALLBACK"] = "print"
+            _fallback_report(library_name)  # a library with neither cannot be probed: said here
+            extra.update(lib.fallback_report_env)
             cmd, env = _command(library_name, ranks, nodes, launcher, argv, algorithm, extra)
         proc = launch.execute(cmd, env, timeout=timeout)
     if proc.returncode != 0:
