@@ -34,7 +34,7 @@ LIBRARY = "intelmpi"
 VARIANTS = ("default", "advise", "mpitune_fast")
 
 
-def tune(nodes: int, ranks_per_node: int, folder: Path, timeout_s: float = 3600) -> tuple[Path, float]:
+def tune(nodes: int, ranks_per_node: int, folder: Path, timeout_s: float = 1200) -> tuple[Path, float]:
     """mpitune_fast over `nodes` nodes of a new allocation, Allreduce only: (its tuning file, wall seconds). Its log
     is kept as ``mpitune_fast.log`` in `folder`."""
     from ardlab.comm.launch import require_env
