@@ -6,8 +6,9 @@ interleaved in one run.
         [--output results/experiments/mpitune/<run>]
 
 1. Tunes with `mpitune_fast` (the impi-rt wheel's; it launches IMB-MPI1 with Intel MPI's autotuner over the
-   allocation's nodes, one rank a node as the advice's job, Allreduce only) inside a Slurm allocation of the advice's
-   nodes (`salloc`; Intel MPI's hydra starts its proxies through Slurm), timed, its log and .dat file kept.
+   allocation's nodes, the advice's ranks a node, Allreduce only) as a Slurm batch job on the advice's nodes (`sbatch
+   --wait`; Intel MPI's hydra starts its proxies through Slurm), timed (queueing included: none on the emulated
+   cluster), its log and .dat file kept.
 2. Trains the advice's job (its model and framework, ranks and nodes) in paired, interleaved rounds: Intel MPI's default
    selection, the advice's tuned file (``tuned/intelmpi-*.adjust``: I_MPI_ADJUST_ALLREDUCE with its ranges) and
    mpitune_fast's file (I_MPI_TUNING_BIN), every variant once a round in a shuffled order (``ardlab.driver``).
@@ -49,15 +50,21 @@ def tune(nodes: int, ranks_per_node: int, folder: Path, timeout_s: float = 1200)
            "I_MPI_HYDRA_BOOTSTRAP": "slurm", "I_MPI_PIN": "0",
            "LD_LIBRARY_PATH": f"{prefix / 'lib'}:{os.environ.get('LD_LIBRARY_PATH', '')}".rstrip(":"),
            "FI_PROVIDER_PATH": str(prefix / "lib")}
-    argv = ["salloc", "-N", str(nodes), "--quiet", str(prefix / "bin" / "mpitune_fast"), "-n", str(nodes),
-            "-ppn", str(ranks_per_node), "-c", "allreduce", "-d", str(work)]
+    log = (folder / "mpitune_fast.log").resolve()
+    tool = [str(prefix / "bin" / "mpitune_fast"), "-n", str(nodes), "-ppn", str(ranks_per_node), "-c", "allreduce",
+            "-d", str(work.resolve())]
+    # A batch job, as on a site: the tool (and Intel MPI's hydra, which starts its proxies through Slurm) runs on the
+    # allocation's first node, whose name the other nodes resolve (run from this host, the proxies could not reach
+    # it: "unable to connect to server vm").
+    argv = ["sbatch", "--wait", "-N", str(nodes), "--job-name", "mpitune_fast", "-o", str(log),
+            f"--time={int(timeout_s // 60) + 1}", "--wrap", " ".join(tool)]
     started = time.monotonic()
-    proc = subprocess.run(argv, env=env, cwd=work, capture_output=True, text=True, timeout=timeout_s)
+    proc = subprocess.run(argv, env=env, cwd=work, capture_output=True, text=True, timeout=timeout_s + 120)
     took = time.monotonic() - started
-    (folder / "mpitune_fast.log").write_text(f"$ {' '.join(argv)}\n{proc.stdout}{proc.stderr}")
     if proc.returncode != 0:
-        raise RuntimeError(f"mpitune_fast failed (exit {proc.returncode}); its log: {folder / 'mpitune_fast.log'}\n"
-                           f"{(proc.stdout + proc.stderr)[-3000:]}")
+        said = log.read_text()[-3000:] if log.is_file() else ""
+        raise RuntimeError(f"mpitune_fast failed (exit {proc.returncode}; `{' '.join(argv)}`); its log: {log}\n"
+                           f"{proc.stdout}{proc.stderr}{said}")
     files = sorted(work.rglob("*.dat"))
     if not files:
         raise RuntimeError(f"mpitune_fast wrote no .dat tuning file under {work}; its log: "
