@@ -51,3 +51,14 @@ def test_bad_input_is_named(tmp_path):
         mpitune.main(["--output", str(tmp_path)])
     with pytest.raises(SystemExit):
         mpitune.main(["--output", str(tmp_path), "--advice", str(tmp_path / "none")])
+
+
+def test_the_committed_table_is_made_from_the_committed_rows(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    run = Path(__file__).resolve().parents[1] / "results/experiments/mpitune/alexnet-tensorflow-2x1-1gbit"
+    for name in ("training.csv", "mpitune.json"):
+        shutil.copy(run / name, tmp_path / name)
+    assert mpitune.main(["--output", str(tmp_path), "--summarize"]) == 0
+    assert (tmp_path / "mpitune.md").read_text() == (run / "mpitune.md").read_text()
