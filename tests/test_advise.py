@@ -303,3 +303,21 @@ def test_an_env_file_for_srun_holds_what_the_librarys_ranks_need_there(tmp_path)
     for k, v in {**row.srun_env, **row.algorithm_env("nreduce")}.items():
         assert f"{k}={v}" in out
     assert f"srun --mpi={row.srun_mpi}" in path.read_text()
+
+
+@pytest.mark.slow
+def test_an_env_file_sourced_in_a_fresh_shell_runs_the_chosen_algorithm(tmp_path):
+    """The env file an advice writes, sourced in a fresh shell: the settings it exports make Open MPI run the chosen
+    algorithm when nothing else forces one (gdb breakpoints on its algorithm functions: ardlab.comm.probe)."""
+    from ardlab.comm import probe
+    from ardlab.comm.libraries import library
+
+    path = tmp_path / "openmpi.env"
+    path.write_text(answer.exports("openmpi", "ring"))
+    out = subprocess.run(["bash", "-c", f"source {path}; env -0"], capture_output=True, text=True, env={}).stdout
+    exported = dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
+    exported = {k: v for k, v in exported.items() if k in library("openmpi").selection_vars()}
+    assert exported, out
+    hits = probe.probe("openmpi", "default", ranks=2, count=1 << 18, extra_env=exported)
+    ring = library("openmpi").algorithms["ring"].symbol
+    assert hits.get(ring, 0) >= 3 and max(hits, key=hits.get) == ring, hits
