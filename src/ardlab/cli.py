@@ -556,8 +556,7 @@ def _advise_confirm(args: argparse.Namespace) -> int:
     from ardlab.advise import confirm
 
     folder = Path(args.folder)
-    check, table = confirm.confirm(folder, rounds=args.rounds, seed=args.seed, progress=not args.no_progress)
-    job = confirm.load(folder)[0]
+    job, check, table = confirm.confirm(folder, rounds=args.rounds, seed=args.seed, progress=not args.no_progress)
     written = confirm.write(folder, check, table, int(check["round"].nunique()), job.unit)
     print((folder / "confirm.md").read_text())
     print(f"wrote {', '.join(str(p) for p in written)}")

@@ -76,7 +76,7 @@ def _comparison(variant, baseline, m, lo, hi) -> dict:
 
 
 def confirm(folder: Path, *, rounds: int | None = None, seed: int | None = None, progress: bool = True):
-    """The check made again: (its training rows, ``compare``'s table)."""
+    """The check made again: (the job, its training rows, ``compare``'s table)."""
     from ardlab.advise.run import check_inputs, check_training
 
     job, settings, picks, tuned, compared = load(folder)
@@ -85,7 +85,7 @@ def confirm(folder: Path, *, rounds: int | None = None, seed: int | None = None,
     settings.progress = progress
     check_inputs(job, settings)
     check = check_training(job, settings, picks, tuned)
-    return check, compare(compared, check)
+    return job, check, compare(compared, check)
 
 
 def compare(compared: list[dict], check) -> list[dict]:

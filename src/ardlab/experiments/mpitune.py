@@ -38,7 +38,7 @@ VARIANTS = ("default", "advise", "mpitune_fast")
 def tune(nodes: int, ranks_per_node: int, folder: Path, timeout_s: float = 1200) -> tuple[Path, float]:
     """mpitune_fast over `nodes` nodes of a new allocation, Allreduce only: (its tuning file, wall seconds). Its log
     is kept as ``mpitune_fast.log`` in `folder`."""
-    from ardlab.comm.launch import require_env
+    from ardlab.comm.launch import program_env, require_env
 
     prefix = require_env(LIBRARY)
     folder.mkdir(parents=True, exist_ok=True)
@@ -47,9 +47,7 @@ def tune(nodes: int, ranks_per_node: int, folder: Path, timeout_s: float = 1200)
         shutil.rmtree(work)
     work.mkdir()
     env = {**os.environ, "I_MPI_ROOT": str(prefix), "PATH": f"{prefix / 'bin'}:{os.environ['PATH']}",
-           "I_MPI_HYDRA_BOOTSTRAP": "slurm", "I_MPI_PIN": "0",
-           "LD_LIBRARY_PATH": f"{prefix / 'lib'}:{os.environ.get('LD_LIBRARY_PATH', '')}".rstrip(":"),
-           "FI_PROVIDER_PATH": str(prefix / "lib")}
+           "I_MPI_HYDRA_BOOTSTRAP": "slurm", "I_MPI_PIN": "0", **program_env(LIBRARY)}
     log = (folder / "mpitune_fast.log").resolve()
     tool = [str(prefix / "bin" / "mpitune_fast"), "-n", str(nodes), "-ppn", str(ranks_per_node), "-c", "allreduce",
             "-d", str(work.resolve())]
