@@ -16,8 +16,7 @@ import sys
 from pathlib import Path
 
 from ardlab.comm.libraries import DEFAULT, LIBRARIES, OWN_ALGORITHMS
-from ardlab.plan import LAUNCHERS, cli_options
-from ardlab.results import MIB, mib_bytes
+from ardlab.plan import LAUNCHERS, cli_options, option_default, option_name, option_value
 
 # --------------------------------------------------------------------------------------------- handlers
 
@@ -115,7 +114,7 @@ def _library(args: argparse.Namespace) -> tuple[str, int, int]:
 
 
 def _bench_allreduce(args: argparse.Namespace) -> int:
-    from ardlab.bench.allreduce import OPTIONS, run_plan
+    from ardlab.bench.allreduce import Plan, run_plan
     from ardlab.bench.sizes import parse_sizes
 
     lib, ranks, nodes = _library(args)
@@ -134,7 +133,7 @@ def _bench_allreduce(args: argparse.Namespace) -> int:
             raise ValueError(f"--thread-level needs the driver: inside a launch MPI has started already (set "
                              f"{THREAD_LEVEL_VAR}={args.thread_level} in the launch environment instead)")
         env[THREAD_LEVEL_VAR] = args.thread_level
-    options = {name: getattr(args, name) for name in OPTIONS} | {"skip_inapplicable": skip}
+    options = _option_values(args, Plan) | {"skip_inapplicable": skip}
     plan = run_plan(lib, ranks=ranks, nodes=nodes, sizes=parse_sizes(args.sizes), algorithms=names, sweep=sweep,
                     own=not args.no_own, tuned=args.tuned, env=env, **options, **_launch_settings(args))
     if args.in_mpi:
@@ -194,10 +193,9 @@ def _train(args: argparse.Namespace) -> int:
     from ardlab.nn.trainer import TrainConfig, run_plan
 
     lib, ranks, nodes = _library(args)
-    options = {f.name: getattr(args, f.name) for f in cli_options(TrainConfig)}
+    options = _option_values(args, TrainConfig)
     options.update(batch_per_rank=args.batch_per_rank, global_batch=args.global_batch)
     options["input_shape"] = [int(v) for v in args.input_shape.split("x")] if args.input_shape else None
-    options["bucket_bytes"] = mib_bytes(args.bucket_mb)
     plan = run_plan(lib, ranks=ranks, algorithm=args.algorithm, tuned=args.tuned, options=options, nodes=nodes,
                     **_launch_settings(args))
     return _execute(plan, args.in_mpi)
@@ -213,7 +211,7 @@ def _train_tf(args: argparse.Namespace) -> int:
     if args.in_mpi and not args.threads:  # the launcher's thread setting, as TensorFlow's thread pools
         settings["threads"] = int(os.environ.get("OMP_NUM_THREADS", "0")) or None
     plan = run_plan(lib, ranks=ranks, algorithm=args.algorithm, tuned=args.tuned,
-                    options={f.name: getattr(args, f.name) for f in cli_options(TFConfig)},
+                    options=_option_values(args, TFConfig),
                     knobs={k: getattr(args, k) for k in HOROVOD_KNOBS}, **settings)
     return _execute(plan, args.in_mpi)
 
@@ -386,14 +384,20 @@ def _add_options(group, config_class) -> None:
     and type (booleans: --x/--no-x where the default is on, --x where it is off)."""
     for f in cli_options(config_class):
         kind = f.type.replace(" | None", "") if isinstance(f.type, str) else f.type.__name__
-        kw = {"default": f.default, "help": f.metadata.get("help")}
+        kind = "float" if f.metadata.get("mib") else kind
+        kw = {"default": option_default(f), "help": f.metadata.get("help")}
         if f.metadata.get("choices"):
             kw["choices"] = list(f.metadata["choices"]())
         if kind == "bool":
             kw["action"] = argparse.BooleanOptionalAction if f.default else "store_true"
         else:
             kw["type"] = {"int": int, "float": float, "str": str}[kind]
-        group.add_argument("--" + f.name.replace("_", "-"), **kw)
+        group.add_argument("--" + option_name(f).replace("_", "-"), **kw)
+
+
+def _option_values(args: argparse.Namespace, config_class) -> dict:
+    """The values of the options ``_add_options`` made, as the fields of `config_class` hold them."""
+    return {f.name: option_value(f, getattr(args, option_name(f))) for f in cli_options(config_class)}
 
 
 def _train_parser(s):
@@ -409,8 +413,6 @@ def _train_parser(s):
     b = t.add_mutually_exclusive_group()
     b.add_argument("--batch-per-rank", type=int)
     b.add_argument("--global-batch", type=int)
-    t.add_argument("--bucket-mb", type=float, default=TrainConfig.bucket_bytes / MIB,
-                   help="bucketed mode: gradients per Allreduce, MiB")
 
 
 def _train_tf_parser(s):

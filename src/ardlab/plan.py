@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
 from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, TUNED, algorithm, library
+from ardlab.results import MIB, mib_bytes
 
 KINDS = ("bench", "train", "train-tf")
 # Settings every launch of a kind gets from the driver (ardlab.driver.launch_env; the plan's own env wins). The
@@ -191,14 +192,48 @@ def _known(cls, data: dict, what: str) -> dict:
 
 
 
-def option(default, help: str | None = None, choices=None, cli: bool = True, schema: bool = False, **bounds):
+def option(default, help: str | None = None, choices=None, cli: bool = True, schema: bool = False,
+           workflow_default=MISSING, mib: bool = False, **bounds):
     """A field of a kind's settings (TrainConfig, TFConfig, the microbenchmark's Plan) that is also its command-line
     option: ``--name-like-this`` with this default, help and choices (a callable giving them, read when the parser is
     made), made by the CLI from the field (``ardlab.cli``); `cli` False: a setting the command line does not offer.
-    `schema` True: also a key of the workflow config's section of the kind, named like the field, whose JSON schema
-    (``schema_properties``) has `bounds` (minimum, exclusiveMinimum) besides the type, default, help and choices."""
+    `schema` True: also a key of the workflow config's section of the kind, named like the option, whose JSON schema
+    (``schema_properties``) has `bounds` (minimum, exclusiveMinimum) besides the type, default, help and choices, and
+    whose value the workflow's jobs pass on (``config_options``); `workflow_default`: the config's default where a
+    study's groups differ from the command line's (shorter runs). `mib` True: the field holds bytes (its name ends in
+    ``_bytes``) and the command line and the config give it in MiB, named ``..._mb``."""
+    if mib and not default % MIB == 0:
+        raise ValueError(f"an option given in MiB has a default of whole MiB, not {default} bytes")
     return field(default=default, metadata={"help": help, "choices": choices, "cli": cli, "schema": schema,
-                                            "bounds": bounds})
+                                            "workflow_default": workflow_default, "mib": mib, "bounds": bounds})
+
+
+def option_name(f) -> str:
+    """An option's name on the command line (with dashes) and in the workflow config: the field's, or for a size
+    given in MiB ``<name>_mb`` where the field is ``<name>_bytes``."""
+    return f.name.removesuffix("_bytes") + "_mb" if f.metadata.get("mib") else f.name
+
+
+def option_value(f, value):
+    """A value given on the command line or in the config, as the field holds it (MiB made bytes)."""
+    return mib_bytes(value) if f.metadata.get("mib") and value is not None else value
+
+
+def option_default(f, *, workflow: bool = False):
+    """An option's default as given (in MiB for a size in MiB); `workflow`: the config's default."""
+    value = f.default
+    if workflow and f.metadata.get("workflow_default", MISSING) is not MISSING:
+        value = f.metadata["workflow_default"]
+    if f.metadata.get("mib") and value is not None:
+        value = value // MIB if value % MIB == 0 else value / MIB
+    return value
+
+
+def config_options(config_class, section: dict) -> dict:
+    """The settings of `config_class` that a workflow config's section gives (``option``'s `schema`), as the fields
+    hold them: what a job of that section passes to its run plan."""
+    return {f.name: option_value(f, section[option_name(f)]) for f in fields(config_class)
+            if f.metadata.get("schema")}
 
 
 _JSON_TYPES = {"int": "integer", "float": "number", "str": "string", "bool": "boolean"}
@@ -206,20 +241,22 @@ _JSON_TYPES = {"int": "integer", "float": "number", "str": "string", "bool": "bo
 
 def schema_properties(config_class) -> dict:
     """The JSON schema properties of the options of `config_class` that the workflow config offers (``option``'s
-    `schema`): each field's type (null too where it may be None), default, help as description, choices as enum."""
+    `schema`): each option's type (null too where the field may be None and the config's default is None), the
+    config's default, help as description, choices as enum, bounds."""
     out = {}
     for f in fields(config_class):
         if not f.metadata.get("schema"):
             continue
         kind = f.type if isinstance(f.type, str) else f.type.__name__
-        base = _JSON_TYPES[kind.replace(" | None", "")]
-        prop = {"type": [base, "null"] if kind.endswith("| None") else base, "default": f.default}
+        base = "number" if f.metadata.get("mib") else _JSON_TYPES[kind.replace(" | None", "")]
+        default = option_default(f, workflow=True)
+        prop = {"type": [base, "null"] if kind.endswith("| None") and default is None else base, "default": default}
         if f.metadata.get("choices"):
             prop["enum"] = list(f.metadata["choices"]())
         prop.update(f.metadata.get("bounds") or {})
         if f.metadata.get("help"):
-            prop["description"] = f.metadata["help"]
-        out[f.name] = prop
+            prop["description"] = f.metadata["help"].replace("%%", "%")  # argparse's escape
+        out[option_name(f)] = prop
     return out
 
 

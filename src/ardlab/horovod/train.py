@@ -66,15 +66,18 @@ class TFConfig(TrainingOptions):
     model: str = option("resnet20", "an ardlab.nn model (same architecture) or keras.applications' (keras_*)",
                         _models)
     image_size: int | None = option(None, "synthetic images are SIZExSIZEx3 (default 32; 224 for keras.applications "
-                                    "models)")
+                                    "models)", schema=True, minimum=8)
     classes: int | None = option(None, "synthetic classes (default 10; 1000 for keras.applications)")
-    batch_per_rank: int = option(32)
-    warmup_batches: int = option(2)
-    batches_per_iter: int = option(5)
-    iterations: int = option(5, "timed iterations (img/s mean and 95%% interval)")
+    # The workflow's groups run shorter than a command line's default run (workflow_default).
+    batch_per_rank: int = option(32, schema=True, workflow_default=16, minimum=1)
+    warmup_batches: int = option(2, schema=True, minimum=0)
+    batches_per_iter: int = option(5, schema=True, workflow_default=3, minimum=1)
+    iterations: int = option(5, "timed iterations (img/s mean and 95%% interval)", schema=True, workflow_default=3,
+                             minimum=2)
     compute_batches: int = option(0, "then time this many batches without the Allreduce (each rank's compute alone, "
                                   "same placement, one untimed first): the row's compute_s and allreduce_s say how "
-                                  "much of a step the Allreduce adds (default 0: not measured)")
+                                  "much of a step the Allreduce adds (default 0: not measured)", schema=True,
+                                  minimum=0)
     threads: int | None = option(None, cli=False)  # --threads (a launch setting)
     save_weights: str | None = option(None, "each rank saves its final weights (.npz; '{rank}' in the name)")
 

@@ -74,16 +74,19 @@ class TrainConfig(TrainingOptions):
     input_shape: tuple | None = option(None, cli=False)  # --input-shape HxWxC (synthetic only)
     classes: int = option(10)
     synthetic_size: int = option(1024, "samples of the synthetic data set")
-    batch_per_rank: int | None = option(None, cli=False)  # --batch-per-rank | --global-batch
+    # --batch-per-rank | --global-batch on the command line
+    batch_per_rank: int | None = option(None, cli=False, schema=True, workflow_default=16, minimum=1)
     global_batch: int | None = option(None, cli=False)
     epochs: int = option(1)
-    steps: int | None = option(None, "stop after this many steps (overrides --epochs)")
+    steps: int | None = option(None, "stop after this many steps (overrides --epochs)", schema=True, workflow_default=8,
+                               minimum=2)
     weight_decay: float = option(0.0)
     warmup_steps: int = option(0)
     parallel_mode: str = option("blocking", choices=_parallel_modes)
     allreduce: str = option("native", cli=False)  # native (the library's algorithm in force) or own_* (--algorithm)
     algorithm_label: str = option("default", cli=False)  # the native algorithm forced at launch (for the summary row)
-    bucket_bytes: int = option(4 << 20, cli=False)  # --bucket-mb
+    bucket_bytes: int = option(4 << 20, "bucketed mode: gradients per Allreduce, MiB", schema=True, mib=True,
+                               exclusiveMinimum=0)
     augment: bool = option(False, "random crop + horizontal flip")
     evaluate: bool = option(True, "after training, the test set's accuracy (digits, mnist, cifar10)")
     checkpoint_dir: str | None = option(None, "write a checkpoint after every epoch (atomically, rank 0)")
@@ -96,7 +99,7 @@ class TrainConfig(TrainingOptions):
     backend: str = option("auto", "compute backend of the layers: onednn (oneDNN's primitives: Conv2D, Dense, "
                           "MaxPool2D, BatchNormalization, ReLU, Add; the rest NumPy), numpy (NumPy + BLAS, the "
                           "reference), or auto (default: onednn where its library loads, numpy where not; the row "
-                          "records which ran)", _backends)
+                          "records which ran)", _backends, schema=True)
 
 
 def run_plan(library_name: str, *, ranks: int, algorithm: str = DEFAULT, tuned: str | None = None,

@@ -24,8 +24,8 @@ from ardlab.bench.sizes import parse_sizes
 from ardlab.comm.libraries import DEFAULT, TUNED, library
 from ardlab.horovod import train as horovod_train
 from ardlab.nn import trainer
-from ardlab.plan import Comparison, RunPlan
-from ardlab.results import MICROBENCH_ROWS, atomic_open, mib_bytes, scale_name
+from ardlab.plan import Comparison, RunPlan, config_options
+from ardlab.results import MICROBENCH_ROWS, atomic_open, scale_name
 from ardlab.study.config import Job, algorithms, parse_scale, tuned_ranks, tuned_rerun, tuned_scale
 
 # Where the workflow keeps, per training group (kind, model, mode) and scale, the Allreduce calls one of its launches
@@ -83,22 +83,17 @@ def _variant(job: Job, config: dict, lib: str, algorithm: str) -> RunPlan:
     launch = _launch(config, _section(job), lib, threads(job, config))
     tuned_path = job_tuned_file(job, config, lib) if algorithm == TUNED else None
     if job.kind.startswith("microbench"):
-        options = {k: sec[k] for k in allreduce.OPTIONS if k in sec} | {"skip_inapplicable": True}
         return allreduce.run_plan(lib, ranks=job.ranks, nodes=job.nodes, sizes=parse_sizes(sec["sizes"]),
-                                  algorithms=None if tuned_path else [algorithm], tuned=tuned_path, **options,
-                                  **launch)
+                                  algorithms=None if tuned_path else [algorithm], tuned=tuned_path,
+                                  **config_options(allreduce.Plan, sec), skip_inapplicable=True, **launch)
     name = DEFAULT if tuned_path else algorithm
     if job.kind == "train":
         return trainer.run_plan(lib, ranks=job.ranks, nodes=job.nodes, algorithm=name, tuned=tuned_path, options={
-            "model": job.model, "dataset": "synthetic", "batch_per_rank": sec["batch_per_rank"],
-            "steps": sec["steps"], "parallel_mode": job.mode, "bucket_bytes": mib_bytes(sec["bucket_mb"]),
-            "backend": sec["backend"]},
-            **launch)
-    return horovod_train.run_plan(lib, ranks=job.ranks, nodes=job.nodes, algorithm=name, tuned=tuned_path, options={
-        "model": job.model, "batch_per_rank": sec["batch_per_rank"], "warmup_batches": sec["warmup_batches"],
-        "batches_per_iter": sec["batches_per_iter"], "iterations": sec["iterations"], "image_size": sec["image_size"],
-        "compute_batches": sec["compute_batches"]},
-        knobs={"fusion_threshold_mb": job.fusion_threshold_mb}, **launch)
+            "model": job.model, "dataset": "synthetic", "parallel_mode": job.mode,
+            **config_options(trainer.TrainConfig, sec)}, **launch)
+    return horovod_train.run_plan(lib, ranks=job.ranks, nodes=job.nodes, algorithm=name, tuned=tuned_path,
+                                  options={"model": job.model, **config_options(horovod_train.TFConfig, sec)},
+                                  knobs={"fusion_threshold_mb": job.fusion_threshold_mb}, **launch)
 
 
 def variant_names(job: Job, config: dict, lib: str) -> list[str]:

@@ -24,11 +24,12 @@ SCHEMA = repo_root() / "workflow" / "schemas" / "config.schema.yaml"
 
 def schema() -> dict:
     """The JSON schema, with the enums filled in from where each list is defined: the libraries (the table), the
-    launchers (ardlab.plan), ardlab.nn's parallel modes and backends and the picks; and the microbenchmark's options
-    from their declaration (ardlab.bench.allreduce.Plan)."""
+    launchers (ardlab.plan), ardlab.nn's parallel modes and the picks; and each kind's options from their declaration
+    (ardlab.bench.allreduce.Plan, ardlab.nn.trainer.TrainConfig, ardlab.horovod.train.TFConfig)."""
     from ardlab.bench.allreduce import Plan
+    from ardlab.horovod.train import TFConfig
     from ardlab.nn import PARALLEL_MODES
-    from ardlab.nn.backend import CHOICES
+    from ardlab.nn.trainer import TrainConfig
     from ardlab.plan import LAUNCHERS, schema_properties
     from ardlab.results import PICKS
 
@@ -36,11 +37,12 @@ def schema() -> dict:
     p = s["properties"]
     p["libraries"]["items"]["enum"] = list(LIBRARIES)
     p["launcher"]["enum"] = list(LAUNCHERS)
-    p["microbench"]["properties"].update(schema_properties(Plan))  # the microbenchmark's options, declared there
+    # The options of each kind, declared once with the kind's settings.
+    p["microbench"]["properties"].update(schema_properties(Plan))
+    p["train"]["properties"].update(schema_properties(TrainConfig))
+    p["horovod"]["properties"].update(schema_properties(TFConfig))
     p["train"]["properties"]["parallel_modes"]["items"]["enum"] = list(PARALLEL_MODES)
-    p["train"]["properties"]["backend"]["enum"] = list(CHOICES)
-    for section in ("train", "horovod"):
-        p[section]["properties"]["picks"]["items"]["enum"] = list(PICKS)
+    s["definitions"]["picks"]["items"]["enum"] = list(PICKS)
     return s
 
 
