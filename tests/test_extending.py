@@ -1,0 +1,197 @@
+"""docs/extending.md's counts, proven where they can be: in a temporary copy of the package and the workflow, an
+extension made by editing only the files the doc names reaches what the doc says follows from it (the CLI, the
+config's parse, the jobs' plans, a dry run of the workflow; an own algorithm also a real 2-rank run that checks
+its sums)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "extending.md"
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A copy of the package, the workflow and its Snakefile; the environments stay the checkout's."""
+    dst = tmp_path / "repo"
+    ignore = shutil.ignore_patterns("__pycache__", ".plans")
+    for name in ("src", "workflow"):
+        shutil.copytree(ROOT / name, dst / name, ignore=ignore)
+    shutil.copy(ROOT / "Snakefile", dst / "Snakefile")
+    return dst
+
+
+def run(repo: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """A Python command against the copy's package (the ranks a driver starts inherit the path)."""
+    env = {**os.environ, "PYTHONPATH": str(repo / "src"), "ARDLAB_ENVS": str(ROOT / ".envs")}
+    proc = subprocess.run([sys.executable, *args], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def edit(path: Path, after: str, text: str) -> None:
+    """Put the lines `text` after the first line that starts with `after`."""
+    lines = path.read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith(after))
+    path.write_text("".join(lines[:at + 1]) + text + "".join(lines[at + 1:]))
+
+
+def changed(repo: Path) -> list[str]:
+    """The files of the copy that differ from the checkout's, or are new."""
+    out = []
+    for path in sorted(p for p in repo.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        rel = path.relative_to(repo)
+        if ".plans" in rel.parts or rel.parts[0] == "results":
+            continue
+        orig = ROOT / rel
+        if not orig.is_file() or orig.read_bytes() != path.read_bytes():
+            out.append(str(rel))
+    return out
+
+
+def doc_files(extension: str) -> list[str]:
+    """The files docs/extending.md's row for `extension` names in its files column (paths under src/ardlab/ unless
+    they start elsewhere; ``<name>`` stands for the extension's own name)."""
+    for line in DOC.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] == extension:
+            found = re.findall(r"`([\w/.<>-]+\.(?:py|yaml|smk|def))`", cells[1])
+            return list(dict.fromkeys(p if p.startswith(("workflow/", "containers/", "tests/")) else f"src/ardlab/{p}"
+                                      for p in found))
+    raise AssertionError(f"docs/extending.md has no row {extension!r}")
+
+
+def check_count(repo: Path, extension: str, most: int) -> None:
+    """The copy's changed files are among those the doc's row names, and no more than `most` (issue 42's target)."""
+    named = [re.escape(p).replace(re.escape("<name>"), r"\w+") for p in doc_files(extension)]
+    files = changed(repo)
+    assert files and all(any(re.fullmatch(n, f) for n in named) for f in files), (files, doc_files(extension))
+    assert len(files) <= most, files
+
+
+TINY = {"results": "RESULTS", "launcher": "local", "max_ranks": 2, "rounds": 1, "libraries": ["mpich"],
+        "microbench": {"ranks": [2], "sizes": "4,4K", "iterations": 2, "warmup": 1, "algorithms": "default",
+                       "own": True},
+        "train": {"models": ["simplecnn"], "algorithms": "default", "ranks": [2], "batch_per_rank": 8, "steps": 3},
+        "horovod": {"enabled": False}, "tuned": {"enabled": False}, "costmodel": {"enabled": False}}
+
+
+def config(repo: Path, **sections) -> Path:
+    cfg = {**TINY, "results": str(repo / "results")}
+    for key, value in sections.items():
+        cfg[key] = {**cfg.get(key, {}), **value} if isinstance(value, dict) else value
+    path = repo / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+PLANS = """
+import json, sys
+from dataclasses import asdict
+from ardlab.study import commands, config as study
+cfg = study.load(sys.argv[1])
+for kind, jobs in study.jobs(cfg).items():
+    for job in jobs:
+        for v in commands.comparison(job, cfg, "out.csv").variants:
+            print(json.dumps(asdict(v), sort_keys=True, default=str))
+"""
+
+
+def plans(repo: Path, cfg: Path) -> str:
+    return run(repo, "-c", PLANS, str(cfg)).stdout
+
+
+def dry_run(repo: Path, cfg: Path) -> str:
+    return run(repo, "-m", "snakemake", "-n", "--quiet", "all", "--cores", "1", "--configfile", str(cfg)).stdout
+
+
+def test_a_training_option_is_one_field(repo):
+    """One field of TrainConfig (option(..., schema=True)): `ardlab train --the-option`, the config's
+    `train.the_option` (type, default, bounds: a bad value refused by name before any job), every training job's
+    plan, a dry run."""
+    path = repo / "src/ardlab/nn/trainer.py"
+    text = path.read_text()
+    at = text.index("\n\n\ndef run_plan(")  # the end of TrainConfig
+    path.write_text(text[:at] + '\n    throwaway_passes: int = option(3, "a throwaway option", schema=True, minimum=1)'
+                    + text[at:])
+    check_count(repo, "a training option (ardlab.nn or Horovod)", 1)
+
+    assert "--throwaway-passes" in run(repo, "-c", "from ardlab.cli import main; main()", "train", "--help").stdout
+    assert '"throwaway_passes": 3' in plans(repo, config(repo))
+    assert '"throwaway_passes": 5' in plans(repo, config(repo, train={"throwaway_passes": 5}))
+    env = {**os.environ, "PYTHONPATH": str(repo / "src")}
+    bad = subprocess.run([sys.executable, "-c", PLANS, str(config(repo, train={"throwaway_passes": 0}))], cwd=repo,
+                         env=env, capture_output=True, text=True)
+    assert bad.returncode != 0 and "throwaway_passes" in bad.stderr
+    assert dry_run(repo, config(repo, train={"throwaway_passes": 5}))
+
+
+OWN = '''\
+"""A throwaway own algorithm for tests/test_extending.py: reduce to rank 0, then broadcast (MPI's own)."""
+
+from mpi4py import MPI
+
+from ardlab.comm.own._common import prepare
+
+
+def allreduce(comm, sendbuf, recvbuf, op=MPI.SUM):
+    buf = prepare(sendbuf, recvbuf)
+    comm.Reduce(MPI.IN_PLACE if comm.Get_rank() == 0 else buf, buf if comm.Get_rank() == 0 else None, op=op,
+                root=0)
+    comm.Bcast(buf, root=0)
+'''
+
+
+def test_an_own_algorithm_is_a_row_and_its_module(repo):
+    """A row of OWN_ALGORITHMS and its module under comm/own/: `ardlab info` lists it, the workflow's microbenchmark
+    measures it on every library (a dry run plans it), and a real 2-rank run of MPICH validates its sums."""
+    edit(repo / "src/ardlab/comm/libraries.py", "    for a in (",
+         '        Algorithm("own_throwaway", "own", "reduce to rank 0 + broadcast", cost_model="binomial"),\n')
+    (repo / "src/ardlab/comm/own/throwaway.py").write_text(OWN)
+    check_count(repo, "an own Allreduce algorithm", 2)
+
+    assert "own_throwaway" in run(repo, "-c", "from ardlab.cli import main; main()", "info").stdout
+    cfg = config(repo, libraries=["mpich", "openmpi"])
+    assert plans(repo, cfg).count('"own_throwaway"') >= 2
+    assert dry_run(repo, cfg)
+    out = repo / "bench.csv"
+    run(repo, "-c", "from ardlab.cli import main; main()", "bench", "allreduce", "--library", "mpich", "--ranks", "2",
+        "--algorithm", "own_throwaway", "--sizes", "4,64K", "--iterations", "3", "--validate",
+        "--output", str(out), timeout=600)
+    rows = out.read_text().splitlines()
+    assert len(rows) == 3 and all(",own_throwaway," in r for r in rows[1:]), rows
+
+
+def test_a_library_is_its_row(repo):
+    """A fourth library that reuses a tuned-file writer is one row of the table: its environment's packages
+    (`python -m ardlab.comm`), the config's library enum, its forcing settings in the jobs' plans, its knob
+    prefixes, a dry run of the workflow with it. (A library with a new tuned-file format also needs its writer in
+    analysis/tuned.py: the doc's second file.)"""
+    path = repo / "src/ardlab/comm/libraries.py"
+    edit(path, "from dataclasses import ", "from dataclasses import replace\n")
+    edit(path, "LIBRARIES: dict[str, Library] = ",
+         'LIBRARIES["throwaway"] = replace(MPICH, name="throwaway", display="Throwaway", knob_prefixes=("THROW_",))\n')
+    check_count(repo, "a fourth MPI library", 2)
+
+    names = run(repo, "-m", "ardlab.comm", "names").stdout.split()
+    assert "throwaway" in names
+    assert "mpich==5.0.2" in run(repo, "-m", "ardlab.comm", "pip", "throwaway").stdout
+    cfg = config(repo, libraries=["mpich", "throwaway"], microbench={"algorithms": ["ring"], "own": False})
+    lines = [line for line in plans(repo, cfg).splitlines() if '"library": "throwaway"' in line]
+    assert any('"kind": "train"' in line for line in lines)
+    bench = [line for line in lines if '"kind": "bench"' in line]
+    assert bench and all('"ring"' in line for line in bench)
+    facts = run(repo, "-c", "from ardlab.comm.libraries import knob_prefixes, run_env; "
+                "print(knob_prefixes(), run_env('throwaway', 'ring'))").stdout
+    assert "THROW_" in facts and "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM" in facts
+    assert dry_run(repo, cfg)
