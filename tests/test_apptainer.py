@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ardlab.images.rootfs import MIRROR  # the Debian mirror the image proofs use too
+from ardlab.images.rootfs import container_fact, debian_mirror  # what the container scripts use too
 from conftest import ROOT
 
 CONTAINERS = ROOT / "containers"
@@ -58,7 +58,7 @@ def test_build_names_bad_input_before_anything_is_built(args, message, tmp_path)
 def test_srun_check_names_bad_input_before_anything_runs(tmp_path):
     from ardlab.images import srun_images
 
-    with pytest.raises(ValueError, match="unknown library 'lam'"):
+    with pytest.raises(ValueError, match="unknown MPI library 'lam'"):
         srun_images.check_ready(tmp_path, ["lam"])
     with pytest.raises(FileNotFoundError, match=f"no image {tmp_path}/ardlab-mpich.sif"):
         srun_images.check_ready(tmp_path, ["mpich"])
@@ -66,7 +66,7 @@ def test_srun_check_names_bad_input_before_anything_runs(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_image():
-    """The tiny definition built by Apptainer (through the wrapper, --fakeroot, as uid 2000) into a folder of its
+    """The tiny definition built by Apptainer (through the wrapper, --fakeroot, as the build user) into a folder of its
     own that user can reach (pytest's own are root's alone); the build's output (with Apptainer's %test) returned
     beside the image; the folder removed afterwards."""
     import shutil
@@ -76,9 +76,10 @@ def tiny_image():
     assert setup.returncode == 0, setup.stdout + setup.stderr
     folder = Path(tempfile.mkdtemp(prefix="ardlab-apptainer-test-", dir="/tmp"))
     try:
-        os.chown(folder, 2000, 2000)  # the build runs as that user
-        os.chmod(folder, 0o755)  # images run as the caller (root in a user namespace, where uid 2000 is nobody)
-        (folder / "tiny.def").write_text(TINY.format(mirror=MIRROR))
+        uid = int(container_fact("echo $ARDLAB_BUILD_UID"))
+        os.chown(folder, uid, uid)  # the build runs as that user
+        os.chmod(folder, 0o755)  # images run as the caller (root in a user namespace, where that uid is nobody)
+        (folder / "tiny.def").write_text(TINY.format(mirror=debian_mirror()))
         proc = run(CONTAINERS / "apptainer", "build", "--fakeroot", "--force", "tiny.sif", "tiny.def", cwd=folder)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         yield folder / "tiny.sif", proc.stdout + proc.stderr

@@ -17,7 +17,7 @@ from conftest import ROOT
 
 CONTAINERS = ROOT / "containers"
 SCRIPTS = [CONTAINERS / n for n in ("install-env", "install-horovod", "setup-envs", "render-defs", "build",
-                                  "setup-apptainer", "apptainer")] + [
+                                  "setup-apptainer", "apptainer", "common.sh")] + [
     ROOT / "tests/run", ROOT / "workflow/run", ROOT / "workflow/run-cluster", ROOT / ".ci/run"]
 
 

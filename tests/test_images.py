@@ -67,7 +67,7 @@ def test_a_base_the_proof_cannot_make_is_named():
 
 def test_unknown_library_is_named_before_anything_is_made(tmp_path):
     proc = cli("prove", "lam", "--work", tmp_path / "w")
-    assert proc.returncode == 2 and "unknown library 'lam'" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "unknown MPI library 'lam'" in proc.stderr, proc.stderr
     assert not (tmp_path / "w").exists()
 
 

@@ -86,11 +86,10 @@ class Proof:
 
 def check_can_prove(libraries: list[str]) -> None:
     """Every reason the proof cannot run, before anything is made: unknown library, not root, missing tools."""
-    from ardlab.comm import LIBRARIES
+    from ardlab.comm.libraries import library
 
-    unknown = [lib for lib in libraries if lib not in LIBRARIES]
-    if unknown:
-        raise ValueError(f"unknown library {', '.join(map(repr, unknown))}; valid: {', '.join(LIBRARIES)}")
+    for lib in libraries:
+        library(lib)  # an unknown one: ValueError naming it and the valid ones
     missing = [lib for lib in libraries if not (CONTAINERS / f"{lib}.def").is_file()]
     if missing:
         raise FileNotFoundError(f"no definition containers/<library>.def for {', '.join(missing)}; "

@@ -16,12 +16,26 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-MIRROR = "http://deb.debian.org/debian"
 VARIANT = "minbase"
 # The base the definitions start from (containers/render-defs puts it in them), and what a definition may start
 # from: the debootstrap suite that makes the same system.
 BASE_IMAGE = "debian:bookworm-slim"
 DOCKER_BASES = {BASE_IMAGE: "bookworm", "debian:12-slim": "bookworm"}
+
+
+def container_fact(expression: str) -> str:
+    """A fact the container scripts share (containers/common.sh: the build user, the Debian mirror), as bash prints
+    `expression` after sourcing that file."""
+    path = Path(__file__).resolve().parents[3] / "containers" / "common.sh"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: the image proofs and builds run from a checkout of ardlab")
+    return subprocess.run(["bash", "-c", f'. "$1"; {expression}', "common.sh", str(path)], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def debian_mirror() -> str:
+    """The Debian mirror apt uses on this machine (the one the container scripts use)."""
+    return container_fact("debian_mirror")
 
 
 @dataclass(frozen=True)
@@ -62,7 +76,7 @@ def base(suite: str, refresh: bool = False, log=print) -> Base:
     with tempfile.TemporaryDirectory(dir=folder, prefix=".debootstrap-") as tmp:
         target = Path(tmp) / "root"
         log(f"ardlab: debootstrap --variant={VARIANT} {suite} (a few minutes, once; cached as {out})")
-        proc = subprocess.run(["debootstrap", f"--variant={VARIANT}", suite, str(target), MIRROR],
+        proc = subprocess.run(["debootstrap", f"--variant={VARIANT}", suite, str(target), debian_mirror()],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"debootstrap {suite} failed (exit {proc.returncode}): "

@@ -29,11 +29,10 @@ def image_path(images: Path, library: str) -> Path:
 
 def check_ready(images: Path, libraries: list[str]) -> None:
     """Refuse, before anything runs, what would fail in the first launch."""
-    from ardlab.comm import LIBRARIES
+    from ardlab.comm.libraries import library
 
-    unknown = [lib for lib in libraries if lib not in LIBRARIES]
-    if unknown:
-        raise ValueError(f"unknown library {', '.join(map(repr, unknown))}; valid: {', '.join(LIBRARIES)}")
+    for lib in libraries:
+        library(lib)  # an unknown one: ValueError naming it and the valid ones
     missing = [str(image_path(images, lib)) for lib in libraries if not image_path(images, lib).is_file()]
     if missing:
         raise FileNotFoundError(f"no image {', '.join(missing)} (containers/build --base debootstrap LIBRARY makes it)")
