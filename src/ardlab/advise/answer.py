@@ -93,7 +93,7 @@ def exports(lib: str, alg: str, tuned: str | None = None, *, srun: bool = False)
     program_env) and the srun flag, first."""
     import shlex
 
-    from ardlab.comm.launch import env_prefix
+    from ardlab.comm.launch import env_prefix, is_path_list
 
     row = library(lib)
     env = row.algorithm_env(alg)
@@ -103,7 +103,7 @@ def exports(lib: str, alg: str, tuned: str | None = None, *, srun: bool = False)
         head += "".join(f"export {k}={shlex.quote(v)}\n" for k, v in row.srun_env.items())
         for k, v in row.program_env.items():
             v = shlex.quote(v.format(prefix=env_prefix(lib)))
-            head += f"export {k}={v}${{{k}:+:${k}}}\n" if k.endswith("PATH") else f"export {k}={v}\n"
+            head += f"export {k}={v}${{{k}:+:${k}}}\n" if is_path_list(k) else f"export {k}={v}\n"
     body = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()) if env else \
         "# the library's default selection: nothing to set\n"
     if tuned:

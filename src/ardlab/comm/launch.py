@@ -228,6 +228,12 @@ def _kill_tree(pid: int) -> None:
             pass
 
 
+def is_path_list(name: str) -> bool:
+    """Whether a setting of the table's ``program_env`` is a list of folders (LD_LIBRARY_PATH, FI_PROVIDER_PATH),
+    whose value goes in front of the caller's instead of replacing it."""
+    return name.endswith("PATH")
+
+
 def program_env(library_name: str) -> dict[str, str]:
     """The table's settings (``Library.program_env``) for a program that loads the MPI library of `library_name`'s
     environment by itself, made from the environment's prefix; a path list goes in front of the caller's."""
@@ -235,7 +241,7 @@ def program_env(library_name: str) -> dict[str, str]:
     out = {}
     for name, value in library(library_name).program_env.items():
         value = value.format(prefix=prefix)
-        if name.endswith("PATH") and os.environ.get(name):
+        if is_path_list(name) and os.environ.get(name):
             value = f"{value}{os.pathsep}{os.environ[name]}"
         out[name] = value
     return out
