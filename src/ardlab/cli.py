@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ardlab.comm.libraries import DEFAULT, LIBRARIES, OWN_ALGORITHMS
-from ardlab.plan import LAUNCHERS, cli_options, option_default, option_name, option_value
+from ardlab.plan import LAUNCHERS, cli_options, option_default, option_name, option_type, option_value
 
 # --------------------------------------------------------------------------------------------- handlers
 
@@ -383,8 +383,7 @@ def _add_options(group, config_class) -> None:
     """One option per field of a kind's settings (ardlab.plan.option): --name-like-this, its default, help, choices
     and type (booleans: --x/--no-x where the default is on, --x where it is off)."""
     for f in cli_options(config_class):
-        kind = f.type.replace(" | None", "") if isinstance(f.type, str) else f.type.__name__
-        kind = "float" if f.metadata.get("mib") else kind
+        kind = option_type(f)[0]
         kw = {"default": option_default(f), "help": f.metadata.get("help")}
         if f.metadata.get("choices"):
             kw["choices"] = list(f.metadata["choices"]())

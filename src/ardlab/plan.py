@@ -202,7 +202,7 @@ def option(default, help: str | None = None, choices=None, cli: bool = True, sch
     whose value the workflow's jobs pass on (``config_options``); `workflow_default`: the config's default where a
     study's groups differ from the command line's (shorter runs). `mib` True: the field holds bytes (its name ends in
     ``_bytes``) and the command line and the config give it in MiB, named ``..._mb``."""
-    if mib and not default % MIB == 0:
+    if mib and default % MIB:
         raise ValueError(f"an option given in MiB has a default of whole MiB, not {default} bytes")
     return field(default=default, metadata={"help": help, "choices": choices, "cli": cli, "schema": schema,
                                             "workflow_default": workflow_default, "mib": mib, "bounds": bounds})
@@ -229,6 +229,13 @@ def option_default(f, *, workflow: bool = False):
     return value
 
 
+def option_type(f) -> tuple[str, bool]:
+    """An option's type as given ("int", "float", "str", "bool"; a size in MiB: "float") and whether the field may
+    be None."""
+    kind = f.type if isinstance(f.type, str) else f.type.__name__
+    return ("float" if f.metadata.get("mib") else kind.replace(" | None", "")), kind.endswith("| None")
+
+
 def config_options(config_class, section: dict) -> dict:
     """The settings of `config_class` that a workflow config's section gives (``option``'s `schema`), as the fields
     hold them: what a job of that section passes to its run plan."""
@@ -247,10 +254,10 @@ def schema_properties(config_class) -> dict:
     for f in fields(config_class):
         if not f.metadata.get("schema"):
             continue
-        kind = f.type if isinstance(f.type, str) else f.type.__name__
-        base = "number" if f.metadata.get("mib") else _JSON_TYPES[kind.replace(" | None", "")]
+        kind, nullable = option_type(f)
         default = option_default(f, workflow=True)
-        prop = {"type": [base, "null"] if kind.endswith("| None") and default is None else base, "default": default}
+        base = _JSON_TYPES[kind]
+        prop = {"type": [base, "null"] if nullable and default is None else base, "default": default}
         if f.metadata.get("choices"):
             prop["enum"] = list(f.metadata["choices"]())
         prop.update(f.metadata.get("bounds") or {})

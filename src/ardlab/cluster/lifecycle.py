@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ardlab.cluster import network, slurm
 from ardlab.cluster.links import check_rate
+from ardlab.comm.launch import repo_root
 
 DEFAULT_SUBNET = "10.77.0.0/24"
 
@@ -30,7 +31,7 @@ def _reachable_by_all(path: Path) -> bool:
 
 def default_state() -> Path:
     env = os.environ.get("ARDLAB_CLUSTER")
-    return Path(env) if env else Path(__file__).resolve().parents[3] / ".cluster"
+    return Path(env) if env else repo_root() / ".cluster"
 
 
 @dataclass

@@ -26,9 +26,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ardlab.comm.launch import repo_root
 from ardlab.images import definition, rootfs
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = repo_root()
 CONTAINERS = ROOT / "containers"
 ENV_FILE = "/.singularity.d/env/90-environment.sh"  # where Apptainer puts %environment
 RUNSCRIPT = "/.singularity.d/runscript"

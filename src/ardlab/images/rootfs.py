@@ -26,7 +26,9 @@ DOCKER_BASES = {BASE_IMAGE: "bookworm", "debian:12-slim": "bookworm"}
 def container_fact(expression: str) -> str:
     """A fact the container scripts share (containers/common.sh: the build user, the Debian mirror), as bash prints
     `expression` after sourcing that file."""
-    path = Path(__file__).resolve().parents[3] / "containers" / "common.sh"
+    from ardlab.comm.launch import repo_root
+
+    path = repo_root() / "containers" / "common.sh"
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: the image proofs and builds run from a checkout of ardlab")
     return subprocess.run(["bash", "-c", f'. "$1"; {expression}', "common.sh", str(path)], capture_output=True,
