@@ -8,6 +8,7 @@ Standard library only (the set-up scripts read it before any environment exists)
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -97,13 +98,26 @@ def scratch_env(folder: Path) -> dict[str, str]:
 # read() of at most 1024 bytes, and MPICH's `put` of a segment of its UCX addresses (hex, zero runs compressed: the
 # length depends on the bytes) can be longer; the ranks then wait forever in MPI_Init (docs/cluster.md).
 PMI_SPLIT = "mpi/pmi2: value not properly terminated in client request"
-PMI_SPLIT_ATTEMPTS = 3  # a launch that hits it is started again, at most this often in all
+START_ATTEMPTS = 3  # a launch that fails in MPI_Init in a known way is started again, at most this often in all
 _POLL_S = 2.0
 STOP_GRACE_S = 15.0  # how long a stopped launch's launcher may take to end its ranks before everything is killed
 
 
 class PmiRequestSplit(RuntimeError):
     """Slurm's pmi2 plugin split a rank's PMI-1 request in every attempt of a launch."""
+
+
+def init_crash(proc: subprocess.CompletedProcess) -> str | None:
+    """What a failed captured launch's output shows of a known start-up race of a library (the table's
+    ``init_crash``: a rank crashed inside MPI_Init, before the program ran), as "<library>: <why>"; None if none."""
+    from ardlab.comm.libraries import LIBRARIES
+
+    if proc.returncode == 0:
+        return None
+    for lib in LIBRARIES.values():
+        if lib.init_crash and any(re.search(lib.init_crash, text or "") for text in (proc.stdout, proc.stderr)):
+            return f"{lib.display}: {lib.init_crash_why}"
+    return None
 
 
 def execute(argv: Sequence[str], env: Mapping[str, str], *, timeout: float | None = None,
@@ -113,17 +127,25 @@ def execute(argv: Sequence[str], env: Mapping[str, str], *, timeout: float | Non
     the caller's process group, so whoever kills that group kills the ranks too. The scratch folder goes either
     way; one left by a caller that was killed outright is removed by the next launch.
 
-    A captured launch whose output shows Slurm's pmi2 plugin splitting a PMI-1 request (PMI_SPLIT: the ranks are
-    still in MPI_Init, nothing measured) is stopped at once, or taken as failed if it has ended, and started again,
-    saying so on stderr, up to PMI_SPLIT_ATTEMPTS launches in all; the last one's PmiRequestSplit is raised."""
-    for attempt in range(1, PMI_SPLIT_ATTEMPTS):
+    A captured launch that failed in MPI_Init in a known way, before the program ran (nothing measured), is started
+    again, saying so on stderr, up to START_ATTEMPTS launches in all: one whose output shows Slurm's pmi2 plugin
+    splitting a PMI-1 request (PMI_SPLIT; the ranks would wait forever) is stopped at once, the last one's
+    PmiRequestSplit raised; one whose rank crashed in a library's known start-up race (``init_crash``) ends by
+    itself, the last one returned as it failed."""
+    for attempt in range(1, START_ATTEMPTS):
+        again = f"launching again, attempt {attempt + 1} of {START_ATTEMPTS}"
         try:
-            return _execute_once(argv, env, attempt, timeout=timeout, capture=capture)
+            proc = _execute_once(argv, env, attempt, timeout=timeout, capture=capture)
         except PmiRequestSplit:
             print(f"ardlab: Slurm's pmi2 plugin split a PMI-1 request of the ranks in MPI_Init ({PMI_SPLIT!r}; "
-                  f"docs/cluster.md): launching again, attempt {attempt + 1} of {PMI_SPLIT_ATTEMPTS}",
-                  file=sys.stderr, flush=True)
-    return _execute_once(argv, env, PMI_SPLIT_ATTEMPTS, timeout=timeout, capture=capture)
+                  f"docs/cluster.md): {again}", file=sys.stderr, flush=True)
+            continue
+        crash = init_crash(proc) if capture else None
+        if crash is None:
+            return proc
+        print(f"ardlab: a rank crashed in MPI_Init, before the program ran (exit {proc.returncode}; {crash}): "
+              f"{again}", file=sys.stderr, flush=True)
+    return _execute_once(argv, env, START_ATTEMPTS, timeout=timeout, capture=capture)
 
 
 def _execute_once(argv: Sequence[str], env: Mapping[str, str], attempt: int, *, timeout: float | None,

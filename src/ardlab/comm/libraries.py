@@ -193,6 +193,11 @@ class Library:
     # ardlab.analysis.tuned.WRITERS.
     algorithm_var: str = ""
     tuned_writer: str = ""
+    # A crash of a rank inside the library's MPI_Init that is a race of the library's own start-up, not of the
+    # program (nothing has run yet): a pattern over one stream of a launch's output (stdout or stderr), and what it
+    # is. launch.execute starts such a launch again, saying so. Empty: none known.
+    init_crash: str = ""
+    init_crash_why: str = ""
 
     def selection_value(self, algorithm: str) -> str:
         """How this library's tuned selection files name `algorithm` (the value that forces it)."""
@@ -374,6 +379,15 @@ OPENMPI = Library(
     soname="libmpi.so.40",
     algorithm_var=_OMPI_VAR,
     tuned_writer="openmpi_rules",
+    # A rank's signal handler prints its pid's prefix on every line: the segfault and a frame in ompi_mpi_init. Seen
+    # under srun --mpi=pmix on the emulated cluster (4 nodes x 1 rank): 8 launches in 600, nearly all with the cores
+    # loaded, none in 208 on an idle machine; once in a CI run (docs/cluster.md).
+    init_crash=r"\[(?P<proc>[^\]\s]+)\] Signal: Segmentation fault[^\n]*\n(?:[^\n]*\n)*?\[(?P=proc)\] \[ *\d+\] "
+               r"[^\n]*\(ompi_mpi_init\+0x",
+    init_crash_why=(
+        "ob1 was handed a message on MPI_COMM_WORLD inside MPI_Init, before it was ready for it "
+        "(mca_pml_ob1_recv_frag_callback_match, address 0xe0; the same report under srun: open-mpi/ompi#12495; a race "
+        "of this kind: open-mpi/ompi#13559)"),
     # coll/tuned copies its forced algorithm into a communicator's module when the communicator is made; coll/han
     # (which force_env excludes at launch) is kept out of a new communicator by its priority instead. With
     # use_dynamic_rules on and nothing forced, tuned falls through to the same fixed rules as with it off (the
