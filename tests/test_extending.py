@@ -195,3 +195,49 @@ def test_a_library_is_its_row(repo):
                 "print(knob_prefixes(), run_env('throwaway', 'ring'))").stdout
     assert "THROW_" in facts and "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM" in facts
     assert dry_run(repo, cfg)
+
+
+KIND = '''\
+    # a throwaway training kind for tests/test_extending.py: ardlab.nn at several batch sizes, one group each
+    Kind("nnbatch", "nnbatch", trainer.TrainConfig, lambda job, sec, lib, algorithm, tuned, launch: trainer.run_plan(
+        lib, ranks=job.ranks, nodes=job.nodes, algorithm=algorithm, tuned=tuned, options={
+            "model": job.model, "dataset": "synthetic", "parallel_mode": "bucketed",
+            **config_options(trainer.TrainConfig, sec), "batch_per_rank": int(job.mode[1:])}, **launch),
+         training_jobs, models=_nn_models, axis=Axis("batches", {"type": "integer", "minimum": 1}, [8],
+                                                      name=lambda b: f"b{b}", value=lambda name: int(name[1:]))),
+'''
+
+
+KIND_PLANS = """
+import json, sys
+from dataclasses import asdict
+from ardlab.study import commands, config as study
+cfg = study.load(sys.argv[1])
+for job in study.jobs(cfg)["nnbatch"]:
+    for v in commands.comparison(job, cfg, "out.csv").variants:
+        print(job.group, json.dumps(asdict(v), sort_keys=True, default=str))
+"""
+
+
+def test_a_measurement_kind_is_its_rows_and_its_kind(repo):
+    """A training kind is its rows (ROW_FILES in results.py) and one Kind in study/kinds.py: the config's section
+    (the training keys, its axis, its options; a bad value refused by name), its groups' plans, a workflow rule and
+    its callsizes, picks and pick checks (a dry run plans them)."""
+    edit(repo / "src/ardlab/results.py", '    "horovod": ("raw/horovod/',
+         '    "nnbatch": ("raw/nnbatch/{model}-{mode}/{scale}/round{round}.csv", "train"),\n')
+    edit(repo / "src/ardlab/study/kinds.py", "         axis=FUSION, own=False),", KIND)
+    check_count(repo, "a measurement kind in the workflow", 2)
+
+    section = {"models": ["simplecnn"], "ranks": [2], "batches": [4, 16], "steps": 2, "algorithms": "default"}
+    lines = run(repo, "-c", KIND_PLANS, str(config(repo, nnbatch=section))).stdout.splitlines()
+    assert sorted({line.split()[0] for line in lines}) == ["nnbatch/simplecnn-b16/r2", "nnbatch/simplecnn-b4/r2"]
+    assert {'"batch_per_rank": 4' in line for line in lines} == {True, False}
+    assert all('"steps": 2' in line for line in lines) and len(lines) == 2, lines  # 1 library, 1 round
+    env = {**os.environ, "PYTHONPATH": str(repo / "src")}
+    bad = subprocess.run([sys.executable, "-c", PLANS, str(config(repo, nnbatch={**section, "batches": [0]}))],
+                         cwd=repo, env=env, capture_output=True, text=True)
+    assert bad.returncode != 0 and "batches" in bad.stderr, bad.stderr[-2000:]
+    picked = config(repo, nnbatch={**section, "picks": ["best"]}, microbench={"algorithms": "all"})
+    planned = dry_run(repo, picked)
+    for rule in ("nnbatch", "callsizes", "pick", "pick_check"):
+        assert re.search(rf"^{rule}\s+\d+", planned, re.M), planned[-3000:]

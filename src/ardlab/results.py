@@ -175,7 +175,7 @@ def ranges_path(selection_file: str | os.PathLike) -> Path:
 
 
 # The measurement kinds and where a run folder keeps each one's rows (one CSV per comparison group and round),
-# declared once: the study's jobs and Snakemake rules (ardlab.study.config.PATTERNS), the report's inputs (report.smk,
+# declared once: the study's kinds and Snakemake rules (ardlab.study.kinds), the report's inputs (report.smk,
 # ardlab.analysis.report.run_files) and the checks against earlier runs read them here. kind -> (the path pattern
 # under the run folder, what its rows are: "bench", microbenchmark rows, or "train", training summary rows).
 ROW_FILES = {

@@ -2,7 +2,7 @@
 # as one tidy CSV under <results>/raw/ atomically by ardlab's driver. A failed or timed-out launch fails its job
 # (Snakemake removes its output), so nothing half-measured is aggregated. Cores are claimed through `measure`
 # (locally: one measurement at a time) and cpus_per_task (Slurm), so each rule declares one thread.
-# One rule per kind of measurement (ardlab.study.PATTERNS: microbench, microbench_tuned, train, horovod), all alike.
+# One rule per kind of measurement (ardlab.study.kinds: microbench, microbench_tuned, train, horovod), all alike.
 
 for kind in study.PATTERNS:
 

@@ -7,7 +7,7 @@
 rule callsizes:
     output: f"{R}/{commands.CALLSIZES}"
     log: f"{R}/logs/{commands.CALLSIZES}".replace(".csv", ".log")
-    wildcard_constraints: kind="train|horovod"
+    wildcard_constraints: kind="|".join(study.TRAINING)
     conda: "../envs/driver.yaml"
     params: cmd=lambda wc, output: commands.callsizes_command(config, group_job(wc), output[0])
     threads: 1
@@ -20,7 +20,7 @@ rule pick:
     output: f"{R}/{commands.PICKS}", table=f"{R}/{commands.PICKS}".replace(".csv", ".md")
     input: bench=lambda wc: commands.bench_files(config, JOBS, *study.parse_scale(wc.scale)), calls=rules.callsizes.output
     log: f"{R}/logs/{commands.PICKS}".replace(".csv", ".log")
-    wildcard_constraints: kind="train|horovod"
+    wildcard_constraints: kind="|".join(study.TRAINING)
     conda: "../envs/driver.yaml"
     params: cmd=lambda wc, input, output: commands.pick_command(list(input.bench), input.calls[0], output[0])
     shell: "{params.cmd} > {log} 2>&1"

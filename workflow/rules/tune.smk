@@ -32,7 +32,7 @@ rule pick_check:
     output: f"{R}/{commands.PICK_CHECKS}"
     input: picks=f"{R}/{commands.PICKS}", calls=f"{R}/{commands.CALLSIZES}"
     log: f"{R}/logs/{commands.PICK_CHECKS}".replace(".csv", ".log")
-    wildcard_constraints: kind="train|horovod"
+    wildcard_constraints: kind="|".join(study.TRAINING)
     conda: "../envs/driver.yaml"
     params: cmd=lambda wc, input, output: commands.pick_check_command(config, group_job(wc), *input, *output)
     threads: 1

@@ -1,6 +1,6 @@
 """The shell command and resources of each workflow job.
 
-A measurement job is one round of one comparison group (``ardlab.study.config.Job``): it runs ardlab's driver on
+A measurement job is one round of one comparison group (``ardlab.study.kinds.Job``): it runs ardlab's driver on
 the group's comparison (``ardlab run --comparison FILE``), whose variants are built by the same validated
 builders as the CLI's. The driver launches each variant once, in the round's shuffled order, with the config's
 launcher:
@@ -22,10 +22,9 @@ from ardlab.analysis import tuned
 from ardlab.bench import allreduce
 from ardlab.bench.sizes import parse_sizes
 from ardlab.comm.libraries import DEFAULT, TUNED, library
-from ardlab.horovod import train as horovod_train
-from ardlab.nn import trainer
-from ardlab.plan import Comparison, RunPlan, config_options
+from ardlab.plan import Comparison, RunPlan
 from ardlab.results import MICROBENCH_ROWS, atomic_open, scale_name
+from ardlab.study import kinds
 from ardlab.study.config import Job, algorithms, parse_scale, tuned_ranks, tuned_rerun, tuned_scale
 
 # Where the workflow keeps, per training group (kind, model, mode) and scale, the Allreduce calls one of its launches
@@ -49,7 +48,7 @@ def tuned_file(config: dict, lib: str, nodes: int = 1, ranks: int | None = None)
 
 def job_tuned_file(job: Job, config: dict, lib: str) -> str:
     """The tuned file a job's TUNED variant uses: the tuned phase's, or a training group's own scale's."""
-    if job.kind.startswith("microbench"):
+    if not kinds.of(job).trains:
         return tuned_file(config, lib)
     return tuned_file(config, lib, *tuned_scale(config, job.nodes, job.ranks))
 
@@ -61,11 +60,11 @@ def group_file(pattern: str, job: Job, config: dict) -> str:
 
 
 def threads(job: Job, config: dict) -> int:
-    return 1 if job.kind.startswith("microbench") else config[job.kind]["threads"]
+    return config[_section(job)]["threads"] if kinds.of(job).trains else 1
 
 
 def _section(job: Job) -> str:
-    return "microbench" if job.kind.startswith("microbench") else job.kind
+    return kinds.of(job).section
 
 
 def _launch(config: dict, section: str, lib: str, threads_: int) -> dict:
@@ -78,22 +77,11 @@ def _launch(config: dict, section: str, lib: str, threads_: int) -> dict:
 
 
 def _variant(job: Job, config: dict, lib: str, algorithm: str) -> RunPlan:
-    """One variant of a job's group: `lib` running `algorithm` (TUNED: the library's tuned file)."""
-    sec = config[_section(job)]
-    launch = _launch(config, _section(job), lib, threads(job, config))
+    """One variant of a job's group: `lib` running `algorithm` (TUNED: the library's tuned file), planned by its
+    kind (ardlab.study.kinds)."""
     tuned_path = job_tuned_file(job, config, lib) if algorithm == TUNED else None
-    if job.kind.startswith("microbench"):
-        return allreduce.run_plan(lib, ranks=job.ranks, nodes=job.nodes, sizes=parse_sizes(sec["sizes"]),
-                                  algorithms=None if tuned_path else [algorithm], tuned=tuned_path,
-                                  **config_options(allreduce.Plan, sec), skip_inapplicable=True, **launch)
-    name = DEFAULT if tuned_path else algorithm
-    if job.kind == "train":
-        return trainer.run_plan(lib, ranks=job.ranks, nodes=job.nodes, algorithm=name, tuned=tuned_path, options={
-            "model": job.model, "dataset": "synthetic", "parallel_mode": job.mode,
-            **config_options(trainer.TrainConfig, sec)}, **launch)
-    return horovod_train.run_plan(lib, ranks=job.ranks, nodes=job.nodes, algorithm=name, tuned=tuned_path,
-                                  options={"model": job.model, **config_options(horovod_train.TFConfig, sec)},
-                                  knobs={"fusion_threshold_mb": job.fusion_threshold_mb}, **launch)
+    return kinds.of(job).variant(job, config[_section(job)], lib, DEFAULT if tuned_path else algorithm, tuned_path,
+                                 _launch(config, _section(job), lib, threads(job, config)))
 
 
 def variant_names(job: Job, config: dict, lib: str) -> list[str]:
@@ -102,7 +90,7 @@ def variant_names(job: Job, config: dict, lib: str) -> list[str]:
     if job.kind == "microbench_tuned":
         return [DEFAULT, TUNED]
     names = algorithms(config, _section(job), lib, job.nodes)
-    return names + ([TUNED] if tuned_rerun(config, job.kind) else [])
+    return names + ([TUNED] if tuned_rerun(config, _section(job)) else [])
 
 
 def comparison(job: Job, config: dict, output: str) -> Comparison:
@@ -117,18 +105,18 @@ def comparison(job: Job, config: dict, output: str) -> Comparison:
     return Comparison(job.group, variants, rounds=1, first_round=job.round, seed=config["seed"], output=output,
                       selected_from=selected, progress=False, picks={lib: picks for lib in libs} if picks else {},
                       picked_from=group_file(PICKS, job, config) if picks else None,
-                      switch_in_launch=not job.kind.startswith("microbench") and config[job.kind]["switch_in_launch"])
+                      switch_in_launch=kinds.of(job).trains and config[_section(job)]["switch_in_launch"])
 
 
 def _picks(job: Job, config: dict) -> list[str]:
-    return [] if job.kind.startswith("microbench") else list(config[job.kind]["picks"])
+    return list(config[_section(job)]["picks"]) if kinds.of(job).trains else []
 
 
 def inputs(job: Job, config: dict) -> list[str]:
     """What a job's group reads when it starts: the tuned files it measures (the `tune` rule's) and the file of the
     algorithms picked for it (the `pick` rule's)."""
     out = []
-    if job.kind == "microbench_tuned" or tuned_rerun(config, job.kind):
+    if job.kind == "microbench_tuned" or tuned_rerun(config, _section(job)):
         out += [job_tuned_file(job, config, lib) for lib in config["libraries"]]
     if _picks(job, config):
         out.append(group_file(PICKS, job, config))
@@ -181,8 +169,8 @@ def tune_command(config: dict, lib: str, scale: str, inputs: list[str], output: 
 
 def tuned_checks(config: dict, jobs: dict) -> list[str]:
     """The checks (TUNED_CHECKS) of every tuned file a training group measures: the report's inputs."""
-    scales = sorted({tuned_scale(config, j.nodes, j.ranks) for kind in ("train", "horovod")
-                     if tuned_rerun(config, kind) for j in jobs[kind]})
+    scales = sorted({tuned_scale(config, j.nodes, j.ranks) for kind in kinds.TRAINING
+                     if tuned_rerun(config, kinds.of(kind).section) for j in jobs[kind]})
     return [str(Path(config["results"]) / TUNED_CHECKS.format(library=lib, scale=scale_name(ranks, nodes)))
             for nodes, ranks in scales for lib in config["libraries"]]
 
@@ -205,7 +193,7 @@ def tuned_check_command(config: dict, lib: str, scale: str, tuned_path: str, out
 
 def pick_checks(config: dict, jobs: dict) -> list[str]:
     """The checks (PICK_CHECKS) of every training group that picks algorithms: the report's inputs."""
-    return sorted({group_file(PICK_CHECKS, j, config) for kind in ("train", "horovod") for j in jobs[kind]
+    return sorted({group_file(PICK_CHECKS, j, config) for kind in kinds.TRAINING for j in jobs[kind]
                    if _picks(j, config)})
 
 

@@ -10,26 +10,28 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from ardlab.comm.launch import repo_root
 from ardlab.comm.libraries import DEFAULT, LIBRARIES, OWN_ALGORITHMS, library
-from ardlab.results import MICROBENCH_ROWS, ROW_FILES, scale_name
+from ardlab.results import MICROBENCH_ROWS
+from ardlab.study.kinds import KINDS, PATTERNS, SECTIONS, TRAINING, Job, scales, section_kind, skipped, tuned_ranks
 
+# what the workflow reads from here, some of it declared in ardlab.study.kinds
+__all__ = ["Job", "PATTERNS", "algorithms", "check", "check_images", "jobs", "load", "measured_scale", "parse_scale",
+           "schema", "TRAINING", "tuned_ranks", "tuned_rerun", "tuned_scale", "validate"]
+
+TRAINING_SECTIONS = [KINDS[k].section for k in TRAINING]
 SCHEMA = repo_root() / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def schema() -> dict:
     """The JSON schema, with the enums filled in from where each list is defined: the libraries (the table), the
-    launchers (ardlab.plan), ardlab.nn's parallel modes and the picks; and each kind's options from their declaration
-    (ardlab.bench.allreduce.Plan, ardlab.nn.trainer.TrainConfig, ardlab.horovod.train.TFConfig)."""
-    from ardlab.bench.allreduce import Plan
-    from ardlab.horovod.train import TFConfig
-    from ardlab.nn import PARALLEL_MODES
-    from ardlab.nn.trainer import TrainConfig
+    launchers (ardlab.plan) and the picks; each kind's options from their declaration (ardlab.study.kinds: the
+    microbenchmark's ardlab.bench.allreduce.Plan, ardlab.nn's TrainConfig, Horovod's TFConfig); and each training
+    kind's section made from the training keys every such kind has (definitions/training) and its own axis."""
     from ardlab.plan import LAUNCHERS, schema_properties
     from ardlab.results import PICKS
 
@@ -37,12 +39,15 @@ def schema() -> dict:
     p = s["properties"]
     p["libraries"]["items"]["enum"] = list(LIBRARIES)
     p["launcher"]["enum"] = list(LAUNCHERS)
-    # The options of each kind, declared once with the kind's settings.
-    p["microbench"]["properties"].update(schema_properties(Plan))
-    p["train"]["properties"].update(schema_properties(TrainConfig))
-    p["horovod"]["properties"].update(schema_properties(TFConfig))
-    p["train"]["properties"]["parallel_modes"]["items"]["enum"] = list(PARALLEL_MODES)
     s["definitions"]["picks"]["items"]["enum"] = list(PICKS)
+    training = s["definitions"].pop("training")
+    for section in SECTIONS:
+        kind = section_kind(section)
+        if kind.trains:
+            sec = p[section] = copy.deepcopy({k: v for k, v in training.items() if k != "description"})
+            sec["properties"][kind.axis.key] = {"type": "array", "items": dict(kind.axis.item_schema), "minItems": 1,
+                                                "default": list(kind.axis.default)}
+        p[section]["properties"].update(schema_properties(kind.options))
     return s
 
 
@@ -127,39 +132,35 @@ def _nulls(config: dict, s: dict) -> None:
 
 def check(config: dict) -> None:
     """Checks beyond the schema; ValueError naming the key and the bad value."""
-    from ardlab.horovod.models import APPLICATIONS
-    from ardlab.nn.models import MODELS
-
     libs = config["libraries"]
     for i, lib in enumerate(libs):
         library(lib) if lib in LIBRARIES else _bad(f"libraries[{i}]", lib, LIBRARIES)
     limits = {"ranks": config["max_ranks"], "nodes": config["max_nodes"]}
-    sections = {"microbench": True, "train": True, "horovod": False}
-    for section, own in sections.items():
+    for section in SECTIONS:
         sec = config[section]
         if not sec["enabled"]:
             continue
-        _check_names(sec["algorithms"], libs, f"{section}.algorithms", own=own)
+        _check_names(sec["algorithms"], libs, f"{section}.algorithms", own=section_kind(section).own)
         for what in ("ranks", "nodes"):
             for v in sec[what]:
                 if v > limits[what]:
                     raise ValueError(f"config key '{section}.{what}': {v} exceeds max_{what} = {limits[what]}")
-        models = MODELS if section == "train" else ({**MODELS, **APPLICATIONS} if section == "horovod" else None)
+        models = section_kind(section).models() if section_kind(section).trains else {}
         for i, m in enumerate(sec.get("models", [])):
             if m not in models:
                 _bad(f"{section}.models[{i}]", m, models)
         for i, entry in enumerate(sec.get("skip", [])):
             if "model" in entry and entry["model"] not in sec["models"]:
                 _bad(f"{section}.skip[{i}].model", entry["model"], sec["models"])
-            if not any(_skipped({"skip": [entry]}, m, r, n) for m in sec["models"] for n, r in _scales(sec)):
+            if not any(skipped({"skip": [entry]}, m, r, n) for m in sec["models"] for n, r in scales(sec)):
                 raise ValueError(f"config key '{section}.skip[{i}]': {entry} matches no training group of the section")
-    for section in sections:
+    for section in SECTIONS:
         sec = config[section]
         for n in sec["nodes"] if sec["enabled"] and not sec.get("ranks_per_node") else ():
             bad = [r for r in sec["ranks"] if r >= n and r % n]
             if bad:
                 raise ValueError(f"config key '{section}.ranks': {bad[0]} ranks do not divide over {n} nodes")
-        if sec["enabled"] and sec.get("ranks_per_node") and not _scales(sec):
+        if sec["enabled"] and sec.get("ranks_per_node") and not scales(sec):
             raise ValueError(f"config key '{section}.ranks_per_node': {sec['ranks_per_node']} leaves no (nodes, ranks) "
                              f"pair of nodes {sec['nodes']} and ranks {sec['ranks']}")
     if config["microbench"]["enabled"]:
@@ -175,15 +176,15 @@ def check(config: dict) -> None:
                 raise ValueError(f"config key 'images': {lib!r} has no Apptainer image; name one for every library, "
                                  "or none (the library environments then run on every node)")
     else:
-        for section in sections:
+        for section in SECTIONS:
             if config[section]["enabled"] and max(config[section]["nodes"]) > 1:
                 raise ValueError(f"config key '{section}.nodes': launcher local runs on one node; use launcher srun")
     _check_link_rate(config)
     _check_library_env(config)
-    for section in ("train", "horovod"):
+    for section in TRAINING_SECTIONS:
         sec = config[section]
         if sec["enabled"] and sec["picks"]:
-            missing = [s for s in _scales(sec) if not measured_scale(config, *s)]
+            missing = [s for s in scales(sec) if not measured_scale(config, *s)]
             if missing:
                 nodes, ranks = missing[0]
                 raise ValueError(f"config key '{section}.picks': the algorithms are picked from the microbenchmark at "
@@ -245,50 +246,6 @@ def _bad(key: str, value, valid) -> None:
 # ------------------------------------------------------------------------------------------------ matrix
 
 
-@dataclass(frozen=True)
-class Job:
-    """One round of one comparison group: every variant of the group measured once, in a shuffled order.
-
-    Groups span the libraries, so that every comparison a table makes (an algorithm against its library's default,
-    the best library and algorithm against the worst, a tuned file against the default and the single algorithms
-    it selects from) is between variants measured in the same rounds.
-    """
-
-    kind: str  # microbench | microbench_tuned | train | horovod
-    round: int
-    ranks: int
-    nodes: int = 1
-    model: str = ""
-    mode: str = ""  # train: parallel mode; horovod: fusion threshold label f<MB>
-
-    FUSION_PREFIX = "f"  # a Horovod group's mode names its fusion threshold: f<MiB>
-
-    @classmethod
-    def fusion_mode(cls, mib: float) -> str:
-        """The mode of a Horovod group at fusion threshold `mib` MiB."""
-        return f"{cls.FUSION_PREFIX}{mib:g}"
-
-    @property
-    def fusion_threshold_mb(self) -> float:
-        """A Horovod group's fusion threshold (MiB), from its mode."""
-        if self.kind != "horovod" or not self.mode.startswith(self.FUSION_PREFIX):
-            raise ValueError(f"{self.kind} group mode {self.mode!r} names no Horovod fusion threshold")
-        return float(self.mode.removeprefix(self.FUSION_PREFIX))
-
-    @property
-    def path(self) -> str:
-        # a training group on one node keeps the name it had before groups could span nodes: runs stay comparable
-        return PATTERNS[self.kind].format(**self.__dict__, scale=scale_name(self.ranks, self.nodes))
-
-    @property
-    def group(self) -> str:
-        """The comparison group's name (recorded in every row): the path of its folder under raw/."""
-        return self.path.removeprefix("raw/").rpartition("/round")[0]
-
-
-PATTERNS = {kind: pattern for kind, (pattern, _) in ROW_FILES.items()}  # declared in ardlab.results
-
-
 def parse_scale(text: str) -> tuple[int, int]:
     """(nodes, ranks) of a training group's scale folder: r<ranks> (one node) or n<nodes>-r<ranks>."""
     m = re.fullmatch(r"(?:n(\d+)-)?r(\d+)", text)
@@ -297,14 +254,10 @@ def parse_scale(text: str) -> tuple[int, int]:
     return int(m.group(1) or 1), int(m.group(2))
 
 
-def tuned_ranks(config: dict) -> int:
-    return config["tuned"]["ranks"] or max(config["microbench"]["ranks"])
-
-
 def measured_scale(config: dict, nodes: int, ranks: int) -> bool:
     """Whether the microbenchmark measures `ranks` ranks on `nodes` nodes."""
     mb = config["microbench"]
-    return mb["enabled"] and (nodes, ranks) in _scales(mb)
+    return mb["enabled"] and (nodes, ranks) in scales(mb)
 
 
 def tuned_scale(config: dict, nodes: int, ranks: int) -> tuple[int, int]:
@@ -316,50 +269,20 @@ def tuned_scale(config: dict, nodes: int, ranks: int) -> tuple[int, int]:
 def algorithms(config: dict, section: str, lib: str, nodes: int = 1) -> list[str]:
     """The algorithms of `lib` that a section's comparison groups measure (ours included where configured)."""
     sec = config[section]
-    own = section == "microbench" and sec["own"]
-    algs = _algorithms(sec["algorithms"], lib, f"{section}.algorithms", own=section != "horovod", nodes=nodes)
+    own = sec.get("own", False)  # the microbenchmark's: also measure ardlab's own algorithms
+    algs = _algorithms(sec["algorithms"], lib, f"{section}.algorithms", own=section_kind(section).own, nodes=nodes)
     return list(dict.fromkeys(algs + (list(OWN_ALGORITHMS) if own else [])))
 
 
 def tuned_rerun(config: dict, section: str) -> bool:
     """Whether the training groups of `section` also measure the tuned files (and what they select)."""
     return config["tuned"]["enabled"] and config["microbench"]["enabled"] and config["tuned"]["rerun_train"] \
-        and section in ("train", "horovod")
-
-
-def _scales(section: dict) -> list[tuple[int, int]]:
-    """(nodes, ranks) of a section: every node count with every rank count that spreads evenly over it (and, where
-    the section names `ranks_per_node`, gives one of those per node)."""
-    per = section.get("ranks_per_node")
-    return [(n, r) for n in section["nodes"] for r in section["ranks"]
-            if r >= n and r % n == 0 and (not per or r // n in per)]
+        and section in TRAINING_SECTIONS
 
 
 def jobs(config: dict) -> dict[str, list[Job]]:
-    """Every measurement job of the config (one per comparison group and round), by kind."""
-    out: dict[str, list[Job]] = {k: [] for k in PATTERNS}
-    rounds = range(config["rounds"])
-    mb, tr, hv = config["microbench"], config["train"], config["horovod"]
-    if mb["enabled"]:
-        out["microbench"] += [Job("microbench", r, ranks, nodes) for nodes, ranks in _scales(mb)
-                              for r in range(mb["rounds"] or config["rounds"])]
-        if config["tuned"]["enabled"] and config["tuned"]["microbench"]:
-            out["microbench_tuned"] += [Job("microbench_tuned", r, tuned_ranks(config)) for r in rounds]
-    if tr["enabled"]:
-        out["train"] += [Job("train", r, ranks, nodes, model, mode) for model in tr["models"]
-                         for mode in tr["parallel_modes"] for nodes, ranks in _scales(tr) for r in rounds
-                         if not _skipped(tr, model, ranks, nodes)]
-    if hv["enabled"]:
-        out["horovod"] += [Job("horovod", r, ranks, nodes, model, Job.fusion_mode(fusion)) for model in hv["models"]
-                           for fusion in hv["fusion_threshold_mb"] for nodes, ranks in _scales(hv) for r in rounds
-                           if not _skipped(hv, model, ranks, nodes)]
-    return out
-
-
-def _skipped(section: dict, model: str, ranks: int, nodes: int) -> bool:
-    """Whether an entry of the section's `skip` list matches a training group in all of its keys."""
-    here = {"model": model, "ranks": ranks, "nodes": nodes}
-    return any(all(here[k] == v for k, v in entry.items()) for entry in section.get("skip", ()))
+    """Every measurement job of the config (one per comparison group and round), by kind (ardlab.study.kinds)."""
+    return {name: kind.jobs(config, kind) if config[kind.section]["enabled"] else [] for name, kind in KINDS.items()}
 
 
 def load(path: str | Path) -> dict:
