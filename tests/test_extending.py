@@ -241,3 +241,32 @@ def test_a_measurement_kind_is_its_rows_and_its_kind(repo):
     planned = dry_run(repo, picked)
     for rule in ("nnbatch", "callsizes", "pick", "pick_check"):
         assert re.search(rf"^{rule}\s+\d+", planned, re.M), planned[-3000:]
+
+
+BENCH_KIND = """\
+    # a throwaway microbenchmark kind for tests/test_extending.py: its own section, off unless a config turns it on
+    Kind("bench_pairs", "bench_pairs", allreduce.Plan, bench_variant, bench_jobs, schema={
+        "type": "object", "additionalProperties": False, "default": {}, "properties": {
+            "enabled": {"type": "boolean", "default": False},
+            "algorithms": {"$ref": "#/definitions/algorithms", "default": "all"},
+            "ranks": {"$ref": "#/definitions/ranks", "default": [2]},
+            "nodes": {"$ref": "#/definitions/ranks", "default": [1]},
+            "sizes": {"type": "string", "default": "4,1M"},
+            "timeout_s": {"$ref": "#/definitions/timeout", "default": 600}}}),
+"""
+
+
+def test_a_microbenchmark_kind_with_its_own_section_is_its_rows_and_its_kind(repo):
+    """A kind that is not a training kind, with a config section of its own, is its rows and one Kind with that
+    section's schema: the config's section (off by default; its options from the microbenchmark's Plan), its jobs'
+    plans, a workflow rule (a dry run plans it)."""
+    edit(repo / "src/ardlab/results.py", '    "horovod": ("raw/horovod/',
+         '    "bench_pairs": ("raw/bench_pairs/n{nodes}-r{ranks}/round{round}.csv", "bench"),\n')
+    edit(repo / "src/ardlab/study/kinds.py", "         axis=FUSION, own=False),", BENCH_KIND)
+    check_count(repo, "a measurement kind in the workflow", 2)
+
+    assert '"bench"' in plans(repo, config(repo)) and "bench_pairs" not in dry_run(repo, config(repo))
+    cfg = config(repo, bench_pairs={"enabled": True, "algorithms": ["ring"], "sizes": "64,4K", "iterations": 2})
+    lines = [line for line in plans(repo, cfg).splitlines() if '"sizes": [64, 4096]' in line]
+    assert lines and all('"iterations": 2' in line and '"ring"' in line for line in lines), lines
+    assert re.search(r"^bench_pairs\s+1$", dry_run(repo, cfg), re.M)

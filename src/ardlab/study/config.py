@@ -47,7 +47,13 @@ def schema() -> dict:
             sec = p[section] = copy.deepcopy({k: v for k, v in training.items() if k != "description"})
             sec["properties"][kind.axis.key] = {"type": "array", "items": dict(kind.axis.item_schema), "minItems": 1,
                                                 "default": list(kind.axis.default)}
-        p[section]["properties"].update(schema_properties(kind.options))
+        elif section not in p:
+            if kind.schema is None:
+                raise ValueError(f"measurement kind {kind.name!r}: its config section {section!r} is neither in "
+                                 f"{SCHEMA.name} nor its Kind's schema (ardlab.study.kinds)")
+            p[section] = copy.deepcopy(dict(kind.schema))
+        if kind.options is not None:
+            p[section]["properties"].update(schema_properties(kind.options))
     return s
 
 

@@ -6,7 +6,8 @@ without a kind here, fails at import.
 A training kind (ardlab.nn's, Horovod's) measures models at the scales of its section, its groups along one more
 axis of its own (``Axis``: ardlab.nn's parallel modes, Horovod's fusion thresholds). Its config section is made from
 the training keys every such kind has (the schema's ``definitions/training``), its axis and its options' declaration
-(``ardlab.study.config.schema``); the workflow gives it a rule, callsizes and picks with no further line.
+(``ardlab.study.config.schema``); the workflow gives it a rule, callsizes and picks with no further line. Another
+kind's section is the schema file's (the microbenchmark's) or its own ``Kind.schema``.
 """
 
 from __future__ import annotations
@@ -76,6 +77,9 @@ class Kind:
     variant: Callable[..., RunPlan]
     jobs: Callable[[dict, Kind], list[Job]]
     axis: Axis | None = None  # a training kind's axis of groups; None: not a training kind
+    # The JSON schema of its config section where that is neither a training kind's (made from the axis) nor
+    # written in workflow/schemas/config.schema.yaml (the microbenchmark's is); its options are added to it.
+    schema: Mapping[str, Any] | None = None
     models: Callable[[], Mapping[str, Any]] | None = None  # a training kind: the models its section may name
     own: bool = True  # its section's algorithm lists may name ardlab's own algorithms
 
@@ -112,10 +116,12 @@ def training_jobs(config: dict, kind: Kind) -> list[Job]:
             if not skipped(sec, model, ranks, nodes)]
 
 
-def _microbench_jobs(config: dict, kind: Kind) -> list[Job]:
-    mb = config["microbench"]
-    return [Job(kind.name, r, ranks, nodes) for nodes, ranks in scales(mb)
-            for r in range(mb["rounds"] or config["rounds"])]
+def bench_jobs(config: dict, kind: Kind) -> list[Job]:
+    """A microbenchmark kind's groups: every scale of its section, each round (its own `rounds`, where it has them
+    and they are set, else the run's)."""
+    sec = config[kind.section]
+    return [Job(kind.name, r, ranks, nodes) for nodes, ranks in scales(sec)
+            for r in range(sec.get("rounds") or config["rounds"])]
 
 
 def _tuned_phase_jobs(config: dict, kind: Kind) -> list[Job]:
@@ -124,7 +130,7 @@ def _tuned_phase_jobs(config: dict, kind: Kind) -> list[Job]:
     return [Job(kind.name, r, tuned_ranks(config)) for r in range(config["rounds"])]
 
 
-def _bench_variant(job: Job, sec: dict, lib: str, algorithm: str, tuned: str | None, launch: dict) -> RunPlan:
+def bench_variant(job: Job, sec: dict, lib: str, algorithm: str, tuned: str | None, launch: dict) -> RunPlan:
     return allreduce.run_plan(lib, ranks=job.ranks, nodes=job.nodes, sizes=parse_sizes(sec["sizes"]),
                               algorithms=None if tuned else [algorithm], tuned=tuned,
                               **config_options(allreduce.Plan, sec), skip_inapplicable=True, **launch)
@@ -160,9 +166,9 @@ def _horovod_models() -> Mapping[str, Any]:
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind("microbench", "microbench", allreduce.Plan, _bench_variant, _microbench_jobs),
+    Kind("microbench", "microbench", allreduce.Plan, bench_variant, bench_jobs),
     # the tuned phase: each library's one-node tuned file against its default and the algorithms the file selects
-    Kind("microbench_tuned", "microbench", None, _bench_variant, _tuned_phase_jobs),
+    Kind("microbench_tuned", "microbench", None, bench_variant, _tuned_phase_jobs),
     Kind("train", "train", trainer.TrainConfig, _nn_variant, training_jobs, models=_nn_models,
          axis=Axis("parallel_modes", {"type": "string", "enum": list(PARALLEL_MODES)}, ["bucketed"])),
     Kind("horovod", "horovod", horovod_train.TFConfig, _horovod_variant, training_jobs, models=_horovod_models,
