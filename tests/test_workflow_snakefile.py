@@ -514,3 +514,23 @@ def test_measurement_kinds_and_their_files_are_declared_once():
     assert path.match(results.rows_glob("train"))
     with pytest.raises(ValueError, match="'tables' is not a class of rows"):
         results.kinds_of("tables")
+
+
+def test_the_filled_schema_and_a_config_check_are_printed(tmp_path):
+    """`python -m ardlab.study schema` shows every kind's section as the workflow validates against it (a training
+    kind's made from the shared keys, its axis and its options); `check` prints a config with its defaults filled in,
+    or names the bad value and exits 1."""
+    def study_cli(*args):
+        return subprocess.run([sys.executable, "-m", "ardlab.study", *map(str, args)], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+
+    shown = yaml.safe_load(study_cli("schema").stdout)
+    assert shown == study.schema()
+    assert {"parallel_modes", "batch_per_rank", "picks"} <= set(shown["properties"]["train"]["properties"])
+    assert {"fusion_threshold_mb", "warmup_batches", "picks"} <= set(shown["properties"]["horovod"]["properties"])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"libraries": ["mpich"], "train": {"parallel_modes": ["sideways"]}}))
+    good = ROOT / "workflow" / "config" / "local.yaml"
+    proc = study_cli("check", good, bad)
+    assert proc.returncode == 1 and "bad.yaml" in proc.stderr and "'sideways'" in proc.stderr, proc.stderr
+    assert yaml.safe_load(proc.stdout) == study.load(good)
