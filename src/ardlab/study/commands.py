@@ -90,7 +90,7 @@ def variant_names(job: Job, config: dict, lib: str) -> list[str]:
     if job.kind == "microbench_tuned":
         return [DEFAULT, TUNED]
     names = algorithms(config, _section(job), lib, job.nodes)
-    return names + ([TUNED] if tuned_rerun(config, _section(job)) else [])
+    return names + ([TUNED] if tuned_rerun(config, job.kind) else [])
 
 
 def comparison(job: Job, config: dict, output: str) -> Comparison:
@@ -116,7 +116,7 @@ def inputs(job: Job, config: dict) -> list[str]:
     """What a job's group reads when it starts: the tuned files it measures (the `tune` rule's) and the file of the
     algorithms picked for it (the `pick` rule's)."""
     out = []
-    if job.kind == "microbench_tuned" or tuned_rerun(config, _section(job)):
+    if job.kind == "microbench_tuned" or tuned_rerun(config, job.kind):
         out += [job_tuned_file(job, config, lib) for lib in config["libraries"]]
     if _picks(job, config):
         out.append(group_file(PICKS, job, config))
@@ -170,7 +170,7 @@ def tune_command(config: dict, lib: str, scale: str, inputs: list[str], output: 
 def tuned_checks(config: dict, jobs: dict) -> list[str]:
     """The checks (TUNED_CHECKS) of every tuned file a training group measures: the report's inputs."""
     scales = sorted({tuned_scale(config, j.nodes, j.ranks) for kind in kinds.TRAINING
-                     if tuned_rerun(config, kinds.of(kind).section) for j in jobs[kind]})
+                     if tuned_rerun(config, kind) for j in jobs[kind]})
     return [str(Path(config["results"]) / TUNED_CHECKS.format(library=lib, scale=scale_name(ranks, nodes)))
             for nodes, ranks in scales for lib in config["libraries"]]
 

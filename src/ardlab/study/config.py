@@ -23,7 +23,6 @@ from ardlab.study.kinds import KINDS, PATTERNS, SECTIONS, TRAINING, Job, scales,
 __all__ = ["Job", "PATTERNS", "algorithms", "check", "check_images", "jobs", "load", "measured_scale", "parse_scale",
            "schema", "TRAINING", "tuned_ranks", "tuned_rerun", "tuned_scale", "validate"]
 
-TRAINING_SECTIONS = [KINDS[k].section for k in TRAINING]
 SCHEMA = repo_root() / "workflow" / "schemas" / "config.schema.yaml"
 
 
@@ -143,15 +142,15 @@ def check(config: dict) -> None:
         library(lib) if lib in LIBRARIES else _bad(f"libraries[{i}]", lib, LIBRARIES)
     limits = {"ranks": config["max_ranks"], "nodes": config["max_nodes"]}
     for section in SECTIONS:
-        sec = config[section]
+        sec, kind = config[section], section_kind(section)
         if not sec["enabled"]:
             continue
-        _check_names(sec["algorithms"], libs, f"{section}.algorithms", own=section_kind(section).own)
+        _check_names(sec["algorithms"], libs, f"{section}.algorithms", own=kind.own)
         for what in ("ranks", "nodes"):
             for v in sec[what]:
                 if v > limits[what]:
                     raise ValueError(f"config key '{section}.{what}': {v} exceeds max_{what} = {limits[what]}")
-        models = section_kind(section).models() if section_kind(section).trains else {}
+        models = kind.models() if kind.trains else {}
         for i, m in enumerate(sec.get("models", [])):
             if m not in models:
                 _bad(f"{section}.models[{i}]", m, models)
@@ -187,9 +186,9 @@ def check(config: dict) -> None:
                 raise ValueError(f"config key '{section}.nodes': launcher local runs on one node; use launcher srun")
     _check_link_rate(config)
     _check_library_env(config)
-    for section in TRAINING_SECTIONS:
+    for section in SECTIONS:
         sec = config[section]
-        if sec["enabled"] and sec["picks"]:
+        if section_kind(section).trains and sec["enabled"] and sec["picks"]:
             missing = [s for s in scales(sec) if not measured_scale(config, *s)]
             if missing:
                 nodes, ranks = missing[0]
@@ -280,10 +279,11 @@ def algorithms(config: dict, section: str, lib: str, nodes: int = 1) -> list[str
     return list(dict.fromkeys(algs + (list(OWN_ALGORITHMS) if own else [])))
 
 
-def tuned_rerun(config: dict, section: str) -> bool:
-    """Whether the training groups of `section` also measure the tuned files (and what they select)."""
+def tuned_rerun(config: dict, kind: str) -> bool:
+    """Whether the groups of measurement kind `kind`, a training kind's, also measure the tuned files (and what they
+    select)."""
     return config["tuned"]["enabled"] and config["microbench"]["enabled"] and config["tuned"]["rerun_train"] \
-        and section in TRAINING_SECTIONS
+        and KINDS[kind].trains
 
 
 def jobs(config: dict) -> dict[str, list[Job]]:
