@@ -1,10 +1,10 @@
 """launch.execute starts again a launch that failed in a library's known start-up race, and only that.
 
 Open MPI 5's ranks can crash inside MPI_Init (ob1 is handed a message before it is ready for it; the table's
-`init_crash_why`): seen on the emulated cluster under srun, 8 launches in 600 with the cores loaded, and once in
-a CI run. The race cannot be caused at will (a rank held back in MPI_Init's last fence by a preloaded shim did not crash
-it, 2 and 4 ranks), so these tests replay the report of a real crash (tests/data/openmpi_init_crash.txt) from a
-process that then dies of SIGSEGV, as the rank did: what they prove is how execute treats such a launch.
+`init_crash_why`): seen on the emulated cluster under srun, how often in docs/cluster.md. The race cannot be caused at
+will (a rank held back in MPI_Init's last fence by a preloaded shim did not crash it, 2 and 4 ranks), so these tests
+replay the report of a real crash (tests/data/openmpi_init_crash.txt) from a process that then dies of SIGSEGV, as
+the rank did: what they prove is how execute treats such a launch.
 """
 
 import re

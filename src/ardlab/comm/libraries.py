@@ -380,8 +380,7 @@ OPENMPI = Library(
     algorithm_var=_OMPI_VAR,
     tuned_writer="openmpi_rules",
     # A rank's signal handler prints its pid's prefix on every line: the segfault and a frame in ompi_mpi_init. Seen
-    # under srun --mpi=pmix on the emulated cluster (4 nodes x 1 rank): 8 launches in 600, nearly all with the cores
-    # loaded, none in 208 on an idle machine; once in a CI run (docs/cluster.md).
+    # under srun --mpi=pmix on the emulated cluster, how often: docs/cluster.md.
     init_crash=r"\[(?P<proc>[^\]\s]+)\] Signal: Segmentation fault[^\n]*\n(?:[^\n]*\n)*?\[(?P=proc)\] \[ *\d+\] "
                r"[^\n]*\(ompi_mpi_init\+0x",
     init_crash_why=(
