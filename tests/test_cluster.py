@@ -28,6 +28,7 @@ import pytest
 from ardlab import cluster
 from ardlab.cluster import links, network
 from ardlab.comm import launch, library
+from ardlab.comm.families import FAMILIES
 from ardlab.comm.libraries import LIBRARIES, tuning_family, wire_family
 from ardlab.comm.probe import probe, probe_switched
 from ardlab.comm.traffic import model
@@ -37,9 +38,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="th
 
 NODES = 4
 SIZE = 4 << 20  # large enough that barriers and TCP acknowledgements are a small share of the bytes
-TOTAL_TOLERANCE = 0.05  # bytes of all nodes vs the model
-# The node that sends most vs the model: 4 ranks time-share the 2 cores, so a starved receiver drops segments and
-# TCP resends them; repeated runs of one algorithm gave 0.3-6% over the model on the busiest node, 0.1-1.6% in all.
+# Bytes on the wire vs the model, all nodes and the node that sends most. 4 ranks time-share the 2 cores, so a starved
+# receiver drops segments or acknowledges late and TCP sends them again, inside the 2 calls a row's bytes are counted
+# over. Measured (4 nodes, 4 MiB, every Intel MPI algorithm with a model, 8 sweeps with 4 busy loops beside them: 112
+# rows): all nodes 0.1-6.6% over (1 row over 5%; CI once saw 6.6% for knomial), the busiest 0.0-8.9% over. The totals
+# of two families differ by 14% at least (7n vs 8n), so 10% still tells every family from the others; the test says so
+# for each row (no other family's total fits).
+TOTAL_TOLERANCE = 0.10
 BUSIEST_TOLERANCE = 0.15
 def cli(*args, env=None, timeout=600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ardlab.cluster", *map(str, args)], capture_output=True, text=True,
@@ -282,8 +287,14 @@ def test_every_row_names_its_tuning_file(sweeps):
 
 
 def test_bytes_on_the_wire_match_the_traffic_model(sweeps):
-    """Each row against the traffic family its algorithm has under the tuning file the row names; an algorithm whose
-    traffic follows the tuning file and that was never seen under this one has no model (printed)."""
+    """Each row against the traffic family its algorithm has under the tuning file the row names, and against every
+    other family's total (none fits); an algorithm whose traffic follows the tuning file and that was never seen under
+    this one has no model (printed)."""
+    totals = {f: model(f, NODES, SIZE)[0] for f, fam in FAMILIES.items() if fam.traffic}
+
+    def fits(measured: float, modelled: float) -> bool:
+        return 0 <= measured / modelled - 1 <= TOTAL_TOLERANCE
+
     checked = []
     for row in sweeps.itertuples():
         family = wire_family(row.library, row.algorithm, row.mpi_tuning_file)
@@ -294,9 +305,14 @@ def test_bytes_on_the_wire_match_the_traffic_model(sweeps):
         total, busiest = model(family, NODES, SIZE)
         t_err = row.net_tx_bytes_per_call / total - 1
         b_err = row.net_tx_max_node_bytes_per_call / busiest - 1 if busiest else 0.0
-        checked.append((row.library, row.algorithm, row.mpi_tuning_file, family, round(t_err, 4), round(b_err, 4)))
+        fits_other = sorted(f for f, t in totals.items() if t != total and fits(row.net_tx_bytes_per_call, t))
+        ok = fits(row.net_tx_bytes_per_call, total) and -0.02 <= b_err <= BUSIEST_TOLERANCE and not fits_other
+        checked.append((row.library, row.algorithm, row.mpi_tuning_file, family, round(t_err, 4), round(b_err, 4),
+                        row.tcp_retransmitted_segments_per_call, fits_other, ok))
+    print("(library, algorithm, tuning file, family, over the model in all, on the busiest node, "
+          "segments TCP resent per call, other families that fit, ok)")
     print("\n".join(map(str, checked)))
-    bad = [c for c in checked if not (0 <= c[4] <= TOTAL_TOLERANCE and -0.02 <= c[5] <= BUSIEST_TOLERANCE)]
+    bad = [c for c in checked if not c[-1]]
     assert not bad, bad
     assert len(checked) >= 20
     # both of Intel MPI's tuning files checked, with every native algorithm that has a model under each
@@ -308,7 +324,8 @@ def test_ring_and_recursive_doubling_are_told_apart(sweeps):
     for lib in ("mpich", "openmpi", "intelmpi"):
         rows = sweeps[(sweeps.library == lib) & ~forced_tuning(sweeps)].set_index("algorithm")
         ring, rd = rows.loc["ring", "net_tx_bytes_per_call"], rows.loc["recursive_doubling", "net_tx_bytes_per_call"]
-        assert rd / ring == pytest.approx(4 / 3, rel=0.06), (lib, ring, rd)  # 1 would mean the same algorithm
+        # 1 would mean the same algorithm; each is up to TOTAL_TOLERANCE over its model (measured: up to 3.3% apart)
+        assert rd / ring == pytest.approx(4 / 3, rel=TOTAL_TOLERANCE), (lib, ring, rd)
 
 
 @pytest.mark.parametrize("lib, forced, other", [("openmpi", "ring", "recursive_doubling"),
