@@ -87,10 +87,13 @@ def _launch_settings(args: argparse.Namespace) -> dict:
             "progress": not args.no_progress, "threads": args.threads, "launcher": args.launcher}
 
 
-def _mpi_world() -> tuple[str, int, int]:
-    """(library name, ranks, nodes) of the MPI job this process is part of (--in-mpi)."""
+def _mpi_world(training: bool) -> tuple[str, int, int]:
+    """(library name, ranks, nodes) of the MPI job this process is part of (--in-mpi); a `training` run's Allreduce
+    timer loaded first."""
+    from ardlab.bench import callsizes
     from ardlab.comm import detect, startup
 
+    callsizes.load_if_asked(training=training)  # ahead of MPI: a training run's Allreduce timer
     startup.init()
     from mpi4py import MPI
 
@@ -99,10 +102,11 @@ def _mpi_world() -> tuple[str, int, int]:
             len(set(comm.allgather(MPI.Get_processor_name()))))
 
 
-def _library(args: argparse.Namespace) -> tuple[str, int, int]:
-    """(library, ranks, nodes): given (driver mode) or of the running MPI job (--in-mpi)."""
+def _library(args: argparse.Namespace, training: bool = False) -> tuple[str, int, int]:
+    """(library, ranks, nodes): given (driver mode) or of the running MPI job (--in-mpi; `training`: one whose
+    Allreduce calls are timed)."""
     if args.in_mpi:
-        lib, ranks, nodes = _mpi_world()
+        lib, ranks, nodes = _mpi_world(training)
         if args.library and args.library != lib:
             raise ValueError(f"--library {args.library} given, but this process runs {LIBRARIES[lib].display}")
         return lib, ranks, nodes
@@ -192,7 +196,7 @@ def _print_latencies(rows: list[dict]) -> None:
 def _train(args: argparse.Namespace) -> int:
     from ardlab.nn.trainer import TrainConfig, run_plan
 
-    lib, ranks, nodes = _library(args)
+    lib, ranks, nodes = _library(args, training=True)
     options = _option_values(args, TrainConfig)
     options.update(batch_per_rank=args.batch_per_rank, global_batch=args.global_batch)
     options["input_shape"] = [int(v) for v in args.input_shape.split("x")] if args.input_shape else None
@@ -206,7 +210,7 @@ def _train_tf(args: argparse.Namespace) -> int:
 
     if args.in_mpi:
         require_horovod()
-    lib, ranks, nodes = _library(args)
+    lib, ranks, nodes = _library(args, training=True)
     settings = {**_launch_settings(args), "nodes": nodes}
     if args.in_mpi and not args.threads:  # the launcher's thread setting, as TensorFlow's thread pools
         settings["threads"] = int(os.environ.get("OMP_NUM_THREADS", "0")) or None

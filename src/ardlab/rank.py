@@ -31,7 +31,8 @@ def execute(plan: RunPlan) -> list[dict] | None:
     from ardlab.bench import callsizes
     from ardlab.comm import detect, startup
 
-    callsizes.load_if_asked()  # ahead of the MPI library, where the run counts its Allreduce calls
+    # ahead of the MPI library: a training run times its Allreduce calls, and counts them where asked
+    callsizes.load_if_asked(training=plan.kind != "bench")
     startup.init()
     from mpi4py import MPI
 

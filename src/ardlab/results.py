@@ -44,6 +44,11 @@ TIMER_COLUMNS = ["timer"]
 # empty on one node and in files from before these columns.
 BENCH_LOSS_COLUMNS = ["tcp_retransmitted_segments_per_call", "tcp_timeouts_per_call"]
 TRAIN_LOSS_COLUMNS = ["tcp_retransmitted_segments_per_step", "tcp_timeouts_per_step"]
+# A training row's step taken apart (ardlab.comm.calltimer): the mean timed step in seconds, and per step the seconds
+# the ranks spent inside summing MPI_Allreduce calls and those calls (each the mean over ranks), timed by the call
+# interposer inside the training itself; the rest of the step is step_s less allreduce_in_step_s. Empty where not
+# timed (our own algorithms, MPI loaded before the interposer) and in files from before these columns.
+STEP_COLUMNS = ["step_s", "allreduce_in_step_s", "allreduce_calls_per_step"]
 
 
 def _header(*eras: tuple[list[str], dict[str, str]]) -> tuple[list[str], list[tuple[list[str], dict[str, str]]]]:
@@ -86,6 +91,7 @@ TRAIN_COLUMNS, _TRAIN_EARLIER = _header(
     (STARTUP_COLUMNS, _STARTUP_FILL),
     (LAUNCH_COLUMNS, dict.fromkeys(LAUNCH_COLUMNS, "1")),
     (TRAIN_LOSS_COLUMNS, dict.fromkeys(TRAIN_LOSS_COLUMNS, "")),
+    (STEP_COLUMNS, dict.fromkeys(STEP_COLUMNS, "")),
 )
 
 EARLIER_COLUMNS = {"bench": _BENCH_EARLIER, "train": _TRAIN_EARLIER}

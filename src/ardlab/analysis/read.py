@@ -7,11 +7,18 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from ardlab.results import BENCH_COLUMNS, BENCH_LOSS_COLUMNS, EARLIER_COLUMNS, TRAIN_COLUMNS, TRAIN_LOSS_COLUMNS
+from ardlab.results import (
+    BENCH_COLUMNS,
+    BENCH_LOSS_COLUMNS,
+    EARLIER_COLUMNS,
+    STEP_COLUMNS,
+    TRAIN_COLUMNS,
+    TRAIN_LOSS_COLUMNS,
+)
 
-NUMERIC = {*BENCH_LOSS_COLUMNS, *TRAIN_LOSS_COLUMNS, "ranks", "nodes", "size_bytes", "iterations", "avg_us", "min_us",
-           "max_us", "batch_per_rank", "steps", "img_per_s", "img_per_s_ci95", "compute_s", "allreduce_s", "wait_s",
-           "final_loss", "final_accuracy", "final_top5_accuracy", "net_tx_bytes_per_call",
+NUMERIC = {*BENCH_LOSS_COLUMNS, *TRAIN_LOSS_COLUMNS, *STEP_COLUMNS, "ranks", "nodes", "size_bytes", "iterations",
+           "avg_us", "min_us", "max_us", "batch_per_rank", "steps", "img_per_s", "img_per_s_ci95", "compute_s",
+           "allreduce_s", "wait_s", "final_loss", "final_accuracy", "final_top5_accuracy", "net_tx_bytes_per_call",
            "net_tx_max_node_bytes_per_call", "threads_per_core"}
 
 

@@ -1,14 +1,23 @@
-/* What a program hands MPI_Allreduce and MPI_Iallreduce: every call's size and operation, counted per rank
- * (ardlab.bench.callsizes).
+/* What a program hands MPI_Allreduce and MPI_Iallreduce, and how long it spends inside them, per rank
+ * (ardlab.bench.callsizes counts, ardlab.comm.calltimer reads the time).
  *
- * Loaded into a rank before its MPI library (ardlab.rank does, with RTLD_GLOBAL, when ARDLAB_CALLSIZES names a
- * folder), so the MPI_(I)allreduce(_c) of mpi4py and Horovod resolve here first; each call is
- * counted by (bytes, operation) and passed on to the PMPI_ function. At MPI_Finalize each rank writes
- * <ARDLAB_CALLSIZES>/rank<N>.csv: bytes,op,calls. Built per environment against its MPI, like timeloop.c.
+ * Loaded into a rank before its MPI library (ardlab.rank does, with RTLD_GLOBAL, in every training run; ardlab advise
+ * with LD_PRELOAD into one's own program), so the MPI_(I)allreduce(_c) of mpi4py and Horovod resolve here first; each
+ * call is counted by (bytes, operation) and passed on to the PMPI_ function. Where ARDLAB_CALLSIZES names a folder,
+ * each rank writes <ARDLAB_CALLSIZES>/rank<N>.csv at MPI_Finalize: bytes,op,calls.
+ *
+ * The timer: the seconds a rank spends inside summing Allreduce calls (MPI_SUM: the gradients; Horovod's coordination
+ * calls are bitwise) and their number, kept as running totals that ardlab_allreduce_timer() reads at any moment (a
+ * training run reads them around its timed steps). A blocking call counts from entry to return; a non-blocking one
+ * its posting plus the MPI_Wait/Waitall/Test/Testall calls that complete it (the time the rank waited for it, not
+ * the time it was in flight behind compute). Built per environment against its MPI, like timeloop.c.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #define SLOTS 4096 /* distinct (bytes, op) pairs; a program with more fails loudly at MPI_Finalize */
 
@@ -37,6 +46,76 @@ static int op_index(MPI_Op op)
     return 10;
 }
 
+/* The timer's totals (updated atomically: Horovod calls from its background thread while training reads them) and
+ * the posted, not yet completed summing Iallreduce requests, whose completion is timed too. */
+static long long timed_ns, timed_calls;
+static int timer_overflow;
+#define PENDING 1024
+static MPI_Request pending[PENDING];
+static int pending_used[PENDING];
+static int pending_lock;
+
+static long long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void add_time(long long ns, int calls)
+{
+    __atomic_add_fetch(&timed_ns, ns, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&timed_calls, calls, __ATOMIC_RELAXED);
+}
+
+static void lock(void)
+{
+    while (__atomic_test_and_set(&pending_lock, __ATOMIC_ACQUIRE))
+        ;
+}
+
+static void unlock(void) { __atomic_clear(&pending_lock, __ATOMIC_RELEASE); }
+
+static void remember(MPI_Request request)
+{
+    lock();
+    int i;
+    for (i = 0; i < PENDING && pending_used[i]; i++)
+        ;
+    if (i == PENDING)
+        timer_overflow = 1;
+    else {
+        pending[i] = request;
+        pending_used[i] = 1;
+    }
+    unlock();
+}
+
+/* Whether any of `n` requests is a pending summing Iallreduce; with `forget`, those are forgotten (they completed). */
+static int pending_among(int n, const MPI_Request *requests, int forget)
+{
+    int found = 0;
+    lock();
+    for (int k = 0; k < n; k++)
+        for (int i = 0; i < PENDING; i++)
+            if (pending_used[i] && memcmp(&pending[i], &requests[k], sizeof(MPI_Request)) == 0) {
+                found = 1;
+                if (forget)
+                    pending_used[i] = 0;
+            }
+    unlock();
+    return found;
+}
+
+/* Report the running totals: seconds inside summing Allreduce calls, their number, and whether the timer lost track
+ * (more summing Iallreduce requests in flight at once than it holds: the totals are then incomplete). */
+void ardlab_allreduce_timer(double *seconds, long long *calls, int *overflow)
+{
+    *seconds = __atomic_load_n(&timed_ns, __ATOMIC_RELAXED) * 1e-9;
+    *calls = __atomic_load_n(&timed_calls, __ATOMIC_RELAXED);
+    *overflow = timer_overflow;
+}
+
 static void count_call(long long count, MPI_Datatype datatype, MPI_Op op)
 {
     int size = 0;
@@ -58,7 +137,11 @@ static void count_call(long long count, MPI_Datatype datatype, MPI_Op op)
 int MPI_Allreduce(const void *send, void *recv, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
     count_call(count, datatype, op);
-    return PMPI_Allreduce(send, recv, count, datatype, op, comm);
+    long long t0 = now_ns();
+    int err = PMPI_Allreduce(send, recv, count, datatype, op, comm);
+    if (op == MPI_SUM)
+        add_time(now_ns() - t0, 1);
+    return err;
 }
 
 /* The non-blocking form (ardlab.nn's nonblocking and bucketed modes), counted alike when it is posted. */
@@ -66,7 +149,69 @@ int MPI_Iallreduce(const void *send, void *recv, int count, MPI_Datatype datatyp
                    MPI_Request *request)
 {
     count_call(count, datatype, op);
-    return PMPI_Iallreduce(send, recv, count, datatype, op, comm, request);
+    long long t0 = now_ns();
+    int err = PMPI_Iallreduce(send, recv, count, datatype, op, comm, request);
+    if (op == MPI_SUM) {
+        add_time(now_ns() - t0, 1);
+        if (err == MPI_SUCCESS)
+            remember(*request);
+    }
+    return err;
+}
+
+/* Completions: the time of a call that completes (or may complete) a pending summing Iallreduce counts. */
+int MPI_Wait(MPI_Request *request, MPI_Status *status)
+{
+    if (!pending_among(1, request, 0))
+        return PMPI_Wait(request, status);
+    MPI_Request r = *request;
+    long long t0 = now_ns();
+    int err = PMPI_Wait(request, status);
+    add_time(now_ns() - t0, 0);
+    pending_among(1, &r, 1);
+    return err;
+}
+
+int MPI_Waitall(int n, MPI_Request requests[], MPI_Status statuses[])
+{
+    if (n <= 0 || !pending_among(n, requests, 0))
+        return PMPI_Waitall(n, requests, statuses);
+    MPI_Request *copy = malloc(sizeof(MPI_Request) * n);
+    memcpy(copy, requests, sizeof(MPI_Request) * n);
+    long long t0 = now_ns();
+    int err = PMPI_Waitall(n, requests, statuses);
+    add_time(now_ns() - t0, 0);
+    pending_among(n, copy, 1);
+    free(copy);
+    return err;
+}
+
+int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
+{
+    if (!pending_among(1, request, 0))
+        return PMPI_Test(request, flag, status);
+    MPI_Request r = *request;
+    long long t0 = now_ns();
+    int err = PMPI_Test(request, flag, status);
+    add_time(now_ns() - t0, 0);
+    if (*flag)
+        pending_among(1, &r, 1);
+    return err;
+}
+
+int MPI_Testall(int n, MPI_Request requests[], int *flag, MPI_Status statuses[])
+{
+    if (n <= 0 || !pending_among(n, requests, 0))
+        return PMPI_Testall(n, requests, flag, statuses);
+    MPI_Request *copy = malloc(sizeof(MPI_Request) * n);
+    memcpy(copy, requests, sizeof(MPI_Request) * n);
+    long long t0 = now_ns();
+    int err = PMPI_Testall(n, requests, flag, statuses);
+    add_time(now_ns() - t0, 0);
+    if (*flag)
+        pending_among(n, copy, 1);
+    free(copy);
+    return err;
 }
 
 #if MPI_VERSION >= 4
@@ -74,14 +219,25 @@ int MPI_Iallreduce(const void *send, void *recv, int count, MPI_Datatype datatyp
 int MPI_Allreduce_c(const void *send, void *recv, MPI_Count count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
     count_call((long long)count, datatype, op);
-    return PMPI_Allreduce_c(send, recv, count, datatype, op, comm);
+    long long t0 = now_ns();
+    int err = PMPI_Allreduce_c(send, recv, count, datatype, op, comm);
+    if (op == MPI_SUM)
+        add_time(now_ns() - t0, 1);
+    return err;
 }
 
 int MPI_Iallreduce_c(const void *send, void *recv, MPI_Count count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                      MPI_Request *request)
 {
     count_call((long long)count, datatype, op);
-    return PMPI_Iallreduce_c(send, recv, count, datatype, op, comm, request);
+    long long t0 = now_ns();
+    int err = PMPI_Iallreduce_c(send, recv, count, datatype, op, comm, request);
+    if (op == MPI_SUM) {
+        add_time(now_ns() - t0, 1);
+        if (err == MPI_SUCCESS)
+            remember(*request);
+    }
+    return err;
 }
 #endif
 

@@ -45,12 +45,18 @@ def build(prefix: str | Path | None = None) -> Path:
     return compile_against(SOURCE, LIBRARY_FILE, prefix, "the Allreduce call counter")
 
 
-def load_if_asked() -> None:
-    """Where ARDLAB_CALLSIZES is set: load the counter ahead of the MPI library (before mpi4py or Horovod load it),
-    so their MPI_Allreduce resolves to it."""
-    if not os.environ.get(ENV):
+def load_if_asked(training: bool = False) -> None:
+    """Load the counter ahead of the MPI library (before mpi4py or Horovod load it), so their MPI_Allreduce resolves
+    to it: where ARDLAB_CALLSIZES asks for counts, and in every training run (`training`: its Allreduce timer,
+    ardlab.comm.calltimer). A training run whose MPI is loaded already (``--in-mpi`` under a caller that imported
+    mpi4py first) goes untimed: its rows' Allreduce columns are empty, never a guess."""
+    from ardlab.comm import calltimer
+
+    if not os.environ.get(ENV) and not training or calltimer.loaded():
         return
     if "mpi4py.MPI" in sys.modules:
+        if not os.environ.get(ENV):
+            return
         raise RuntimeError(f"{ENV} is set, but MPI was loaded before the call counter could be")
     path = library_path()
     if not path.is_file():

@@ -245,7 +245,7 @@ def _train(tf, hvd, cfg: TFConfig, algorithm_label: str | None) -> dict | None:
     """run()'s training, once Horovod has started."""
     from mpi4py import MPI
 
-    from ardlab.comm import detect, forced_algorithm
+    from ardlab.comm import calltimer, detect, forced_algorithm
     from ardlab.comm.libraries import knobs_in_force
     from ardlab.horovod import models
     from ardlab.nn import losses
@@ -290,12 +290,15 @@ def _train(tf, hvd, cfg: TFConfig, algorithm_label: str | None) -> dict | None:
     for _ in range(cfg.warmup_batches):
         one()
     rates = []
+    timer0 = calltimer.read()  # the Allreduce timer around the timed batches (Horovod's background thread calls)
     for _ in range(cfg.iterations):
         t0 = time.perf_counter()
         for _ in range(cfg.batches_per_iter):
             one()
         dt = time.perf_counter() - t0
         rates.append(global_batch * cfg.batches_per_iter / dt)
+    timed_batches = cfg.iterations * cfg.batches_per_iter
+    in_allreduce = None if timer0 is None else [calltimer.read() - timer0]
     if bar:
         bar.close()
     final = hvd.allreduce(tf.constant([loss, acc, top5], tf.float64), op=hvd.Average).numpy()
@@ -305,6 +308,10 @@ def _train(tf, hvd, cfg: TFConfig, algorithm_label: str | None) -> dict | None:
         with atomic_open(cfg.save_weights.format(rank=rank), "wb") as f:
             np.savez(f, *[v.numpy() for v in model.weights])
     timed_s = sum(global_batch * cfg.batches_per_iter / r for r in rates)  # seconds of the timed batches
+    # per timed batch (one Reading over them all, divided), every rank's, gathered by Horovod (its own thread)
+    per_batch = None if in_allreduce is None else [calltimer.Reading(in_allreduce[0].seconds / timed_batches,
+                                                                     in_allreduce[0].calls / timed_batches)]
+    steps = calltimer.step_fields(timed_s / timed_batches, per_batch, hvd.allgather_object)
     compute_s = _compute_only(tf, hvd, cfg, model, loss_fn, opt, batches) * cfg.iterations * cfg.batches_per_iter \
         if cfg.compute_batches else None
     if rank != 0:
@@ -317,4 +324,4 @@ def _train(tf, hvd, cfg: TFConfig, algorithm_label: str | None) -> dict | None:
         model=cfg.model, dataset=train.name, library=lib.name, library_version=version,
         algorithm=algorithm_label or forced_algorithm(lib.name, os.environ), parallel_mode="horovod", ranks=size,
         batch_per_rank=cfg.batch_per_rank, steps=total, knobs=knobs_in_force(), started_at=started,
-        backend="tensorflow")
+        backend="tensorflow", **steps)

@@ -157,6 +157,10 @@ class _Run:
     stopped_early: bool = False
     started: str = ""
     backend: str = ""  # the one that ran (cfg.backend resolved: auto -> onednn or numpy)
+    # the Allreduce timer (ardlab.comm.calltimer): whether it times this run's calls (MPI's own Allreduce, the
+    # interposer loaded), and each step's seconds and calls inside Allreduce
+    timed: bool = False
+    in_allreduce: list = field(default_factory=list)
 
 
 def run(cfg: TrainConfig, comm=None) -> dict:
@@ -179,7 +183,7 @@ def _setup(cfg: TrainConfig, comm) -> _Run:
     resume from, the progress bar."""
     from mpi4py import MPI
 
-    from ardlab.comm import detect
+    from ardlab.comm import calltimer, detect
     from ardlab.nn import checkpoint, data, initializers, losses, models, optim
     from ardlab.nn.parallel import DataParallel
 
@@ -236,6 +240,7 @@ def _setup(cfg: TrainConfig, comm) -> _Run:
         r.bar = tqdm(total=r.total, initial=r.step, desc=f"{cfg.model} x{size}", unit="step", file=sys.stderr)
     r.started = utc_now()
     r.backend = backend_name
+    r.timed = cfg.allreduce == "native" and calltimer.loaded()
     return r
 
 
@@ -246,6 +251,7 @@ def _epoch(r: _Run) -> bool:
     writes a checkpoint."""
     from mpi4py import MPI
 
+    from ardlab.comm import calltimer
     from ardlab.nn import checkpoint, data, losses
 
     cfg, model, dp = r.cfg, r.model, r.dp
@@ -261,8 +267,11 @@ def _epoch(r: _Run) -> bool:
         losses.check_loss(loss, f"step {r.step}, rank {r.rank}", cfg.lr)
         r.loss, r.acc, r.top5 = loss, losses.accuracy(logits, y), losses.top_k_accuracy(logits, y, 5)
         a0, w0 = dp.allreduce_s, dp.wait_s
+        timer0 = calltimer.read() if r.timed else None
         model.backward(dlogits, dp.on_grads)
         dp.finish()
+        if r.timed:
+            r.in_allreduce.append(calltimer.read() - timer0)
         u0 = time.perf_counter()
         r.opt.step(model, r.schedule(r.step) * (r.plateau.scale if r.plateau else 1.0))
         r.update_s += time.perf_counter() - u0
@@ -296,6 +305,7 @@ def _summary(r: _Run) -> dict:
     last step's loss and accuracy averaged over ranks, or the test split's accuracy where the data set has one."""
     from mpi4py import MPI
 
+    from ardlab.comm import calltimer
     from ardlab.comm.libraries import knobs_in_force
     from ardlab.nn import data, losses
     from ardlab.results import summary_row
@@ -303,6 +313,9 @@ def _summary(r: _Run) -> dict:
     cfg, comm, size = r.cfg, r.comm, r.size
     t = np.array(r.times[1:] or r.times)
     ips = r.global_batch / t
+    # the same steps' Allreduce time (every rank's, before the summary's own calls below)
+    steps = calltimer.step_fields(float(t.mean()), (r.in_allreduce[1:] or r.in_allreduce) if r.timed else None,
+                                  comm.allgather)
     final = np.array([r.loss, r.acc, r.top5])
     comm.Allreduce(MPI.IN_PLACE, final, op=MPI.SUM)
     final /= size
@@ -323,7 +336,7 @@ def _summary(r: _Run) -> dict:
         wait_s=dp.wait_s, framework="ardlab.nn", model=cfg.model, dataset=r.train.name, library=r.library,
         library_version=r.version, algorithm=cfg.allreduce if cfg.allreduce != "native" else cfg.algorithm_label,
         parallel_mode=cfg.parallel_mode, ranks=size, batch_per_rank=r.global_batch // size, steps=r.step,
-        knobs=knobs_in_force(), started_at=r.started, backend=r.backend)
+        knobs=knobs_in_force(), started_at=r.started, backend=r.backend, **steps)
 
 
 def _write_layer_timing(path, model, dp, update_s: float, steps: int) -> None:
