@@ -337,6 +337,22 @@ def test_breakpoint_probe_under_srun(four_nodes, lib, forced, other, monkeypatch
     assert hits[entry.algorithms[forced].symbol] >= 3 and hits[entry.algorithms[other].symbol] == 0, hits
 
 
+def test_a_two_level_algorithm_is_seen_on_the_node_leaders_under_srun(four_nodes, monkeypatch):
+    """2 nodes x 2 ranks (the layout of results/advise/*-2x2-1gbit): Intel MPI's topo_shm_knomial runs nreduce on each
+    node's leader alone, which the proof reads as a two-level pattern ("cannot be proven here"), not the silent
+    fallback those advices called it; nreduce forced runs on all 4 ranks and is proven."""
+    from ardlab.advise import prove
+    from ardlab.comm.probe import probe_ranks
+
+    monkeypatch.setenv("SLURM_CONF", str(four_nodes.conf))
+    topo = probe_ranks("intelmpi", "topo_shm_knomial", ranks=4, nodes=2, launcher="srun", count=1 << 18)
+    assert len(set(topo.hosts.values())) == 2 and len(topo.leaders()) == 2, topo
+    result, why = prove.verdict("intelmpi", "topo_shm_knomial", topo, 4)
+    assert result == prove.CANNOT and "node leaders alone" in why, (why, topo)
+    forced = probe_ranks("intelmpi", "nreduce", ranks=4, nodes=2, launcher="srun", count=1 << 18)
+    assert prove.verdict("intelmpi", "nreduce", forced, 4)[0] == prove.PROVEN, forced
+
+
 def test_mpich_fallback_probe_under_srun(four_nodes, monkeypatch):
     monkeypatch.setenv("SLURM_CONF", str(four_nodes.conf))
     assert probe("mpich", "ring", ranks=3, nodes=3, launcher="srun", noncommutative=True) == {"fallback:ring": 3}

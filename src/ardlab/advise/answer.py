@@ -59,6 +59,60 @@ def rows(advice) -> list[dict]:
     return out
 
 
+def step_parts(advice) -> list[dict]:
+    """Per library and setting of the training check, its step taken apart (medians over the rounds, seconds): the
+    step, the time inside Allreduce timed in the training itself (ardlab.comm.calltimer), the rest, and the
+    microbenchmark's prediction of the Allreduce for the same calls (none for a tuned file). Empty where the check has
+    no timed steps (one's own program, timed as whole launches)."""
+    check, pred = advice.check, advice.predictions
+    if "allreduce_in_step_s" not in check or check["allreduce_in_step_s"].replace("", np.nan).isna().all():
+        return []
+    predicted = pred.groupby(["library", "algorithm"])["predicted_us_per_step"].median() / 1e6
+    out = []
+    for (lib, alg), g in check.groupby(["library", "algorithm"], sort=True):
+        step = g["step_s"].astype(float).median()
+        inside = g["allreduce_in_step_s"].replace("", np.nan).astype(float).median()
+        out.append({"library": lib, "setting": alg, "step_s": step, "allreduce_s": inside, "rest_s": step - inside,
+                    "predicted_allreduce_s": float(predicted.get((lib, alg), np.nan))})
+    return out
+
+
+def _paired_median(check, column: str, a: tuple[str, str], b: tuple[str, str]) -> float:
+    """The median over rounds of `column`, variant `a` less variant `b` in the same round."""
+    def per_round(lib, alg):
+        rows = check[(check["library"] == lib) & (check["algorithm"] == alg)]
+        return rows.set_index(rows["round"].astype(int))[column].replace("", np.nan).astype(float)
+
+    return float((per_round(*a) - per_round(*b)).dropna().median())
+
+
+def step_gaps(advice) -> list[str]:
+    """In words, for each library's default against the default with the shortest step: how much shorter that step
+    is, how much of the difference is Allreduce (timed in training, paired by round), and what the microbenchmark
+    predicted; said plainly where most of the gap is not the Allreduce."""
+    parts = [p for p in step_parts(advice) if p["setting"] == DEFAULT]
+    if len(parts) < 2:
+        return []
+    fastest = min(parts, key=lambda p: p["step_s"])
+    base = (fastest["library"], DEFAULT)
+    out = []
+    for p in parts:
+        if p is fastest:
+            continue
+        other = (p["library"], DEFAULT)
+        step = _paired_median(advice.check, "step_s", other, base)
+        inside = _paired_median(advice.check, "allreduce_in_step_s", other, base)
+        predicted = p["predicted_allreduce_s"] - fastest["predicted_allreduce_s"]
+        line = (f"{library(fastest['library']).display}'s step is {step * 1e3:.0f} ms shorter than "
+                f"{library(p['library']).display}'s; {inside * 1e3:.0f} ms of that is Allreduce (timed in training; "
+                f"the microbenchmark predicted {predicted * 1e3:.1f} ms)")
+        if abs(inside) < 0.5 * abs(step):
+            line += (": most of the gap is in the rest of the step (compute, the framework, ranks waiting for one "
+                     "another or sharing cores), not in the Allreduce")
+        out.append(line + ".")
+    return out
+
+
 def overall(advice) -> dict:
     """The fastest setting of any library in the training check (the highest geometric mean img/s over the rounds),
     and its speedup over every library's default, paired by round (all were measured in the same rounds)."""
@@ -139,6 +193,18 @@ def markdown(advice, table: list[dict], spent: dict, best: dict | None = None) -
     for lib, n in spent["steps_to_repay"].items():
         if n is not None:
             lines.append(f"- {library(lib).display}: repaid after {n} of the job's {spent['unit']}s.")
+    parts = step_parts(advice)
+    if parts:
+        lines += ["", "The step taken apart (medians over the check's rounds; Allreduce: the seconds inside it, timed "
+                  "in the training itself; predicted: the microbenchmark's Allreduce for the same calls):", "",
+                  "| library | setting | step | Allreduce | rest | predicted Allreduce |", "|---|---|---|---|---|---|"]
+        lines += [f"| {library(p['library']).display} | {p['setting']} | {p['step_s'] * 1e3:.0f} ms | "
+                  f"{p['allreduce_s'] * 1e3:.0f} ms | {p['rest_s'] * 1e3:.0f} ms | "
+                  + ("-" if p["predicted_allreduce_s"] != p["predicted_allreduce_s"]
+                     else f"{p['predicted_allreduce_s'] * 1e3:.0f} ms") + " |" for p in parts]
+        lines += [""] + [f"- {g}" for g in step_gaps(advice)]
+    elif job.command:
+        lines += ["", "One's own program is timed as whole launches (start-up included): its step is not taken apart."]
     lines += ["", "To use a setting: `source <library>.env` (in this folder) before launching the job."]
     return "\n".join(lines) + "\n"
 
@@ -160,7 +226,9 @@ def write(advice, output: Path) -> list[Path]:
     doc = {"job": vars(advice.job), "libraries": advice.settings.libraries, "settings": kept, "race": advice.race,
            "proofs": advice.proofs,
            "answer": [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in table],
-           "overall": best, "cost": spent}
+           "overall": best, "cost": spent,
+           "steps": [{k: (None if isinstance(v, float) and v != v else v) for k, v in p.items()}
+                     for p in step_parts(advice)], "step_gaps": step_gaps(advice)}
     with atomic_open(output / "answer.json", "w") as f:
         json.dump(doc, f, indent=2, default=str)
     with atomic_open(output / "answer.md", "w") as f:

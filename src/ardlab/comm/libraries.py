@@ -55,6 +55,9 @@ class Algorithm:
     # matched no model; see wire_family
     traffic_by_tuning: Mapping[str, str | None] = field(default_factory=dict)
     symbol: str = ""  # the library-internal function that runs it (gdb breakpoint proof, ardlab.comm.probe)
+    # topology-aware (two-level): an intra-node part on every rank, an inter-node part on each node's leader alone; what
+    # a proof of it can see (ardlab.advise.prove): the inter-node part's flat algorithm on the node leaders only
+    two_level: bool = False
     selectable: bool = True  # may be named in a tuned per-size selection file (ardlab.analysis.tuned)
     # parameters a selection file must give with it (MPICH JSON containers; the CVAR defaults of this version)
     selection_params: tuple[str, ...] = ()
@@ -435,6 +438,7 @@ INTELMPI = Library(
                                        "broadcast's 6n; on 2 nodes it is binomial. Under the spr file the same; under "
                                        "the emr file 7n too, but the busiest node sends 2.75n, not 2n (no model)"),
         "topo_reduce_bcast": _impi_alg("topo_reduce_bcast", 4, "topology-aware reduce + bcast",
+                                       two_level=True,
                                        note=_IMPI_NREDUCE + "; across 4 nodes its bytes are a reduce-scatter + "
                                             "allgather's (eth0: 1.5n per node)",
                                        cost_model="binomial", traffic="ring"),
@@ -442,6 +446,7 @@ INTELMPI = Library(
                                              traffic="binomial", note=_IMPI_WIRE + "a binomial tree's"),
         "topo_binomial_gather_scatter": _impi_alg("topo_binomial_gather_scatter", 6,
                                                   "topology-aware binomial gather + scatter", traffic="binomial",
+                                                  two_level=True,
                                                   note=_IMPI_WIRE + "a binomial tree's"),
         "shumilin_ring": _impi_alg("shumilin_ring", 7, "Shumilin's ring",
                                    note=_IMPI_RD_AT_2 + "; across 4 nodes a ring's 6n in all, but one node "
@@ -452,12 +457,15 @@ INTELMPI = Library(
         "knomial": _impi_alg("knomial", 9, "k-nomial", cost_model="recursive_multiplying",
                              note="observed to fall back to recursive doubling on one node"),
         "topo_shm_flat": _impi_alg("topo_shm_flat", 10, "topology-aware SHM-based flat",
+                                   two_level=True,
                                    note=f"{_IMPI_NREDUCE}; {_IMPI_WIRE}recursive doubling's{_IMPI_TOPO_EMR}",
                                    **_IMPI_TOPO_SHM),
         "topo_shm_knomial": _impi_alg("topo_shm_knomial", 11, "topology-aware SHM-based k-nomial",
+                                      two_level=True,
                                       note=f"{_IMPI_NREDUCE}; {_IMPI_WIRE}recursive doubling's{_IMPI_TOPO_EMR}",
                                       **_IMPI_TOPO_SHM),
         "topo_shm_knary": _impi_alg("topo_shm_knary", 12, "topology-aware SHM-based k-ary",
+                                    two_level=True,
                                     note=f"{_IMPI_NREDUCE}; {_IMPI_WIRE}recursive doubling's{_IMPI_TOPO_EMR}",
                                     **_IMPI_TOPO_SHM),
         "nreduce": _impi_alg("nreduce", 13, "n-reduce (undocumented id, observed)", symbol=_IMPI + "nreduce",

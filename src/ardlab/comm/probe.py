@@ -17,10 +17,12 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
+import socket
 import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ardlab.comm import launch
@@ -46,10 +48,24 @@ def _fallback_report(library_name: str) -> re.Pattern:
     return re.compile(lib.fallback_report or r"(?!)")
 
 
+# The variables that carry a rank's place in its job, as each launcher sets them (Hydra's PMI, Open MPI's, PMIx,
+# Slurm's srun), in that order: the first set names the rank a breakpoint's hit came from.
+RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
+
+
 def gdb_script(syms: list[str]) -> str:
-    lines = ["set breakpoint pending on", "set pagination off", "set confirm off"]
+    """gdb's commands for a probed rank: a breakpoint on each of `syms` that prints a hit line, ``HIT symbol rank
+    host`` (the rank from the launcher's variables, "?" where none is set; the host as the rank sees it), and
+    passes the program's exit status on. Each hit is one write (the launcher merges the ranks' output in whatever
+    pieces it reads)."""
+    lines = ["set breakpoint pending on", "set pagination off", "set confirm off", "python",
+             "import os, socket",
+             f"_ardlab_where = ' '.join((next((os.environ[v] for v in {RANK_VARIABLES!r} if v in os.environ), '?'), "
+             "socket.gethostname()))",
+             "end"]
     for s in syms:
-        lines += [f"break {s}", "commands", "silent", f'printf "{HIT} {s}\\n"', "continue", "end"]
+        hit = f'python gdb.write("{HIT} {s} " + _ardlab_where + "\\n"); gdb.flush()'
+        lines += [f"break {s}", "commands", "silent", hit, "continue", "end"]
     # gdb's own exit status is 0 whatever the program did: pass the program's on (1 if a signal ended it)
     return "\n".join(lines + ["run", "if $_isvoid($_exitcode)", "quit 1", "end", "quit $_exitcode", ""])
 
@@ -67,7 +83,7 @@ def _worker(count: int, calls: int, noncommutative: bool, switch: list[str] | No
     if switch:
         _phases(comm, switch, lambda c: [c.Allreduce(x, y, op=op) for _ in range(calls)])
         return
-    mark(comm, MARK)
+    mark(comm, f"{MARK} {comm.Get_rank()} {socket.gethostname()}")  # where each rank runs (Evidence.hosts)
     for _ in range(calls):
         comm.Allreduce(x, y, op=op)
 
@@ -110,6 +126,33 @@ def _command(library_name: str, ranks: int, nodes: int, launcher: str, argv: lis
     return launch.command(library_name, ranks, argv, algorithm=algorithm, extra_env=extra)
 
 
+@dataclass
+class Evidence:
+    """What a probe saw, rank by rank: each rank's hits (symbol, or "fallback:<algorithm>" for a library's fallback
+    reports, whose lines name no rank: those are kept under rank -1) and the host each rank ran on."""
+
+    hits: dict[int, Counter] = field(default_factory=dict)
+    hosts: dict[int, str] = field(default_factory=dict)
+
+    def totals(self) -> Counter:
+        """The hits of every rank together."""
+        out: Counter = Counter()
+        for c in self.hits.values():
+            out.update(c)
+        return out
+
+    def leaders(self) -> set[int]:
+        """The node leaders: the lowest rank on each host."""
+        first: dict[str, int] = {}
+        for rank, host in sorted(self.hosts.items()):
+            first.setdefault(host, rank)
+        return set(first.values())
+
+    def ranks_hitting(self, symbol: str, calls: int) -> set[int]:
+        """The ranks that hit `symbol` at least `calls` times."""
+        return {r for r, c in self.hits.items() if c.get(symbol, 0) >= calls}
+
+
 def probe(
     library_name: str,
     algorithm: str,
@@ -130,26 +173,50 @@ def probe(
     probes, all ranks) or, for MPICH, "fallback:<algorithm>" -> messages. With `program` (a Python argv, e.g. a
     Horovod training run) that program runs on the ranks instead of the probe worker and every call counts.
     With launcher "srun" the ranks are spread over `nodes` nodes of a Slurm cluster (the emulated one too).
+    ``probe_ranks`` keeps the same hits rank by rank.
     """
+    return probe_ranks(library_name, algorithm, ranks=ranks, count=count, calls=calls, noncommutative=noncommutative,
+                       timeout=timeout, program=program, extra_env=extra_env, nodes=nodes, launcher=launcher).totals()
+
+
+def probe_ranks(library_name: str, algorithm: str, *, ranks: int = 4, count: int = 4096, calls: int = 3,
+                noncommutative: bool = False, timeout: float = 300, program: list[str] | None = None,
+                extra_env: dict[str, str] | None = None, nodes: int = 1, launcher: str = "local") -> Evidence:
+    """``probe``'s run, its hits kept per rank with the host of each rank (from the worker's start marks; with
+    `program`, only the ranks that hit something are known)."""
     argv = ["-m", "ardlab.comm.probe", "--worker", "--count", str(count), "--calls", str(calls)]
     if noncommutative:
         argv.append("--noncommutative")
     if program is not None:
         argv = list(program)
     stdout, stderr = _launch(library_name, algorithm, ranks, nodes, launcher, argv, extra_env or {}, timeout)
-    hits: Counter = Counter()
+    return parse(library_name, stdout, stderr, ranks, marked=program is None)
+
+
+def parse(library_name: str, stdout: str, stderr: str, ranks: int, marked: bool = True) -> Evidence:
+    """The Evidence in a probe's output (a recorded one too: the tests replay them). `marked`: the ranks ran the
+    probe worker, whose start marks say where each rank runs; hits count only once every rank passed its mark."""
+    evidence = Evidence()
     by_symbols = bool(symbols(library_name))
     report = _fallback_report(library_name)
-    marks = 0 if program is None else ranks  # the worker: count only once every rank passed its mark
+    marks = 0 if marked else ranks
+    for m in re.finditer(rf"{MARK} (\d+) (\S+)$", stdout, re.MULTILINE):  # the marks (stdout, whatever the hits')
+        evidence.hosts[int(m.group(1))] = m.group(2)
     for line in (stdout if by_symbols else stderr).splitlines():
         marks += line.count(MARK)
         if marks < ranks:
             continue
         if by_symbols and line.startswith(HIT):
-            hits[line.split()[1]] += 1
+            fields = line.split()
+            if len(fields) != 4 or not fields[2].isdigit():
+                raise RuntimeError(f"a probe hit names no rank ({line!r}): the launcher set none of "
+                                   f"{', '.join(RANK_VARIABLES)}")
+            rank = int(fields[2])
+            evidence.hits.setdefault(rank, Counter())[fields[1]] += 1
+            evidence.hosts.setdefault(rank, fields[3])
         elif not by_symbols and (m := report.search(line)):
-            hits[f"fallback:{m.group(1)}"] += 1
-    return hits
+            evidence.hits.setdefault(-1, Counter())[f"fallback:{m.group(1)}"] += 1
+    return evidence
 
 
 def probe_switched(library_name: str, algorithms: list[str], *, ranks: int = 2, count: int = 4096, calls: int = 3,
