@@ -166,9 +166,10 @@ def test_advise_answers_for_a_small_horovod_job_within_its_budget(tmp_path):
                            "mpich", "--budget", "8m", "--rounds", "2", "--output", str(out), "--no-progress"],
                           cwd=ROOT, capture_output=True, text=True, timeout=900, env={**os.environ})
     took = time.monotonic() - started
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode in answer.EXIT_CODES.values(), proc.stdout[-3000:] + proc.stderr[-3000:]
     assert took < 8 * 60 * 1.1, took
     doc = json.loads((out / "answer.json").read_text())
+    assert proc.returncode == answer.EXIT_CODES[doc["recommendation"]["status"]]  # the exit code says which
     (row,) = doc["answer"]
     assert row["library"] == "mpich" and row["setting"]
     assert len(doc["race"]) == 2
@@ -229,8 +230,13 @@ def test_the_fastest_setting_overall_is_compared_with_every_default(tmp_path):
     assert best["over_defaults"]["mpich"]["speedup"] == pytest.approx(1.25)
     a.settings.check_rounds = 5
     paths = answer.write(a, tmp_path)
-    assert "Fastest in training here: **MPICH, ring** (1.25x [1.25, 1.25] over MPICH's default)." in \
-        (tmp_path / "answer.md").read_text()
+    text = (tmp_path / "answer.md").read_text()
+    assert "Fastest in training here: **MPICH, ring**, the largest of 2 settings checked (1.25x [1.25, 1.25] over " \
+        "MPICH's default; intervals adjusted for it)." in text
+    # the first line after the title: the recommendation, the same as answer.json's
+    doc = json.loads((tmp_path / "answer.json").read_text())
+    assert doc["schema_version"] == answer.SCHEMA_VERSION and text.splitlines()[2] == doc["recommendation"]["text"]
+    assert doc["recommendation"]["text"].startswith("**Use MPICH with ring**: 1.25x [1.25, 1.25] over its default")
     assert {p.name for p in paths} == {"mpich.env", "answer.json", "answer.md"}
 
 
@@ -381,6 +387,50 @@ def test_each_librarys_tuned_file_is_written_from_the_raced_rows(tmp_path):
     assert f"# export OMPI_MCA_coll_tuned_dynamic_rules_filename={files['openmpi']}" in env
 
 
+def test_tuned_files_hold_only_what_ran_what_it_names_and_are_probed(tmp_path):
+    """Open MPI's fastest at 1 MiB (segmented_ring) is a silent fallback by its proof: it leaves, and the range goes to
+    the next (ring); the finished file is probed once per range and offered. Intel MPI's fastest at 1 MiB
+    (rabenseifner) runs recursive doubling at 2 ranks by the table: left out unprobed; its file's probe then sees a
+    range run something else, so no file is offered. What was left out is logged with why."""
+    from pathlib import Path
+
+    from ardlab.advise import prove
+    from ardlab.results import ranges_path
+
+    times = {64: {"default": 5.0, "recursive_doubling": 3.0, "ring": 9.0, "segmented_ring": 8.0, "nreduce": 4.0},
+             1 << 20: {"default": 150.0, "recursive_doubling": 300.0, "ring": 100.0, "segmented_ring": 90.0,
+                       "rabenseifner": 50.0, "nreduce": 120.0}}
+    algs = {"openmpi": ("default", "recursive_doubling", "ring", "segmented_ring"),
+            "intelmpi": ("default", "recursive_doubling", "rabenseifner", "nreduce")}
+    bench = pd.DataFrame([{"library": lib, "algorithm": a, "ranks": 2, "nodes": 1, "size_bytes": size, "avg_us": t,
+                           "round": r} for r in range(3) for lib, names in algs.items() for size, by in times.items()
+                          for a, t in by.items() if a in names])
+    proved = []
+
+    def prover(lib, alg, count):
+        proved.append((lib, alg, count))
+        return prove.FALLBACK if alg == "segmented_ring" else prove.PROVEN
+
+    def file_prover(lib, path, alg, count):
+        assert Path(path).is_file()
+        return prove.FALLBACK if (lib, alg) == ("intelmpi", "nreduce") else prove.PROVEN
+
+    files, log = run.proven_tuned(run.Job("tensorflow", "alexnet", 2), bench, tmp_path,
+                                  {("openmpi", "ring"): prove.PROVEN}, prover, file_prover)
+    assert set(files) == {"openmpi"}
+    from ardlab.analysis.tuned import read_ranges
+
+    assert [r.algorithm for r in read_ranges(files["openmpi"])] == ["recursive_doubling", "ring"]
+    # each winner proven at the largest measured size of its range; ring's proof was made already (the picks')
+    assert ("openmpi", "segmented_ring", (1 << 20) // 4) in proved and ("openmpi", "ring", (1 << 20) // 4) not in \
+        proved and all(alg != "rabenseifner" for _, alg, _ in proved)
+    reasons = {(e["library"], e["algorithm"]): e["left_out"] for e in log}
+    assert reasons[("openmpi", "segmented_ring")] == f"its proof: {prove.FALLBACK}"
+    assert reasons[("intelmpi", "rabenseifner")] == "the table: runs recursive_doubling at 2 ranks"
+    assert reasons[("intelmpi", "tuned")] == "the file's probe: 65-2147483647 bytes (nreduce): silent fallback"
+    assert not list(tmp_path.glob("intelmpi*")) and ranges_path(files["openmpi"]).is_file()
+
+
 def test_a_confirmation_is_compared_with_the_advices_intervals(tmp_path):
     """advise-confirm reads the advice's folder (the job, its picks, what it measured) and sets the new check's
     paired speedups beside the advice's: an interval that misses the advice's is reported as not overlapping."""
@@ -416,13 +466,80 @@ def test_an_env_file_for_srun_holds_what_the_librarys_ranks_need_there(tmp_path)
 
     path = tmp_path / "intelmpi.env"
     path.write_text(answer.exports("intelmpi", "nreduce", srun=True))
+    assert str(env_prefix("intelmpi")) not in path.read_text()  # no path of this checkout: the prefix is a variable
     out = subprocess.run(["bash", "-c", f"source {path}; env"], capture_output=True, text=True,
-                         env={"LD_LIBRARY_PATH": "/site/lib"}).stdout.splitlines()
+                         env={"LD_LIBRARY_PATH": "/site/lib", answer.PREFIX_VAR: "/opt/impi"}).stdout.splitlines()
     row = library("intelmpi")
-    assert f"LD_LIBRARY_PATH={env_prefix('intelmpi')}/lib:/site/lib" in out
+    assert "LD_LIBRARY_PATH=/opt/impi/lib:/site/lib" in out
     for k, v in {**row.srun_env, **row.algorithm_env("nreduce")}.items():
         assert f"{k}={v}" in out
     assert f"srun --mpi={row.srun_mpi}" in path.read_text()
+    unset = subprocess.run(["bash", "-c", f"source {path}"], capture_output=True, text=True, env={})
+    assert unset.returncode != 0 and f"set {answer.PREFIX_VAR} to the prefix of Intel MPI" in unset.stderr
+
+
+def test_env_files_name_no_path_of_the_checkout_and_say_what_each_setting_measured(tmp_path):
+    """An advice's env files, as write() makes them: the pick and the tuned alternative each with its measured number
+    (a slower tuned file said to be slower), the tuned file named relative to the env file, which still finds it
+    when the folder is moved."""
+    from ardlab.advise import run as run_
+
+    drift = np.array([1.0, 0.6, 1.3, 0.8, 1.1])
+    a = _advice({"default": 100 * drift, "ring": 125 * drift, "tuned": 80 * drift},
+                {"default": 1000 / drift, "ring": 800 / drift})
+    times = {64: {"ring": 9.0, "recursive_doubling": 3.0, "default": 5.0}}
+    bench = pd.DataFrame([{"library": "mpich", "algorithm": alg, "ranks": 2, "nodes": 1, "size_bytes": size,
+                           "avg_us": t, "round": r} for r in range(3) for size, by in times.items()
+                          for alg, t in by.items()])
+    a.tuned = run_.write_tuned(a.job, bench, tmp_path / "advice" / "tuned")
+    a.settings.check_rounds = 5
+    answer.write(a, tmp_path / "advice")
+    text = (tmp_path / "advice" / "mpich.env").read_text()
+    assert "# ardlab advise: MPICH, ring: measured 1.25x [1.25, 1.25] over its default" in text
+    assert "(measured 0.80x [0.80, 0.80], slower over its default)" in text
+    assert str(tmp_path) not in text and str(ROOT) not in text, text
+    moved = tmp_path / "elsewhere"
+    (tmp_path / "advice").rename(moved)
+    line = next(ln for ln in text.splitlines() if ln.startswith("# export MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE"))
+    var = "MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE"
+    script = f"source {moved / 'mpich.env'}; {line.removeprefix('# ')}; cat \"${var}\""
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env={})
+    assert out.returncode == 0 and out.stdout.strip().startswith("{"), out
+
+
+def _recommend(rates: dict[tuple[str, str], list[float]], picks: dict[str, str]):
+    check = pd.DataFrame([{"round": r, "library": lib, "algorithm": alg, "rate": v, "unit_s": 1 / v}
+                          for (lib, alg), vs in rates.items() for r, v in enumerate(vs)])
+    return run.Advice(run.Job("tensorflow", "alexnet", 2), run.Settings(sorted(picks), 600), calls=None, check=check,
+                      picks=picks, seconds={"total": 600.0})
+
+
+def test_the_recommendation_is_the_answers_first_line(tmp_path):
+    """The library that trained fastest beyond noise is recommended with its intervals (adjusted: the largest of the
+    settings checked) and the steps that repay the tuning; a setting within noise of its own default is noise, so the
+    library's default is recommended; a library within noise is named as one that may be kept."""
+    drift = np.array([1.0, 1.1, 0.9, 1.05, 0.95, 1.02, 0.98, 1.0])
+    noise = np.array([1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99])
+    a = _recommend({("intelmpi", "default"): list(1.2 * drift), ("intelmpi", "nreduce"): list(1.2 * drift * noise),
+                    ("mpich", "default"): list(1.0 * drift / noise),
+                    ("openmpi", "default"): list(1.19 * drift / noise)},
+                   {"intelmpi": "nreduce", "mpich": "default", "openmpi": "default"})
+    rec = answer.recommendation(a)
+    assert rec["status"] == answer.ANSWERED and (rec["library"], rec["setting"]) == ("intelmpi", "default")
+    assert rec["beats"] == ["mpich"] and rec["within_noise_of"] == ["openmpi"] and rec["of"] == 4
+    # a step of 1/1.0 s; 1.2x faster saves 1/6 s a step: 600 s repaid after 3600 steps (about: the ratio is paired)
+    assert 3500 < rec["steps_to_repay"]["mpich"] < 3700
+    assert rec["text"].startswith("**Use Intel MPI**: 1.20x [") and "over MPICH's default, the tuning repaid after" \
+        in rec["text"] and "within noise of Open MPI's default" in rec["text"] and "largest of 4" in rec["text"]
+
+
+def test_nothing_beyond_noise_is_inconclusive_and_says_keep():
+    noise = np.array([1.05, 0.95, 1.0, 1.03, 0.97])
+    a = _recommend({("mpich", "default"): list(1.0 * noise), ("openmpi", "default"): list(1.0 / noise)},
+                   {"mpich": "default", "openmpi": "default"})
+    rec = answer.recommendation(a)
+    assert rec["status"] == answer.INCONCLUSIVE and answer.EXIT_CODES[rec["status"]] == 3
+    assert rec["text"].startswith("**Keep the library you have**") and "largest of 2" in rec["text"]
 
 
 @pytest.mark.slow

@@ -529,9 +529,10 @@ def _advise_parser(s):
 
 
 def _advise(args: argparse.Namespace) -> int:
+    import json
     from pathlib import Path
 
-    from ardlab.advise import run
+    from ardlab.advise import answer, run
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     job = run.Job(args.framework, args.model, args.ranks, nodes=args.nodes, launcher=args.launcher,
@@ -544,7 +545,8 @@ def _advise(args: argparse.Namespace) -> int:
     written = run.write(advice, Path(args.output))
     print((Path(args.output) / "answer.md").read_text())
     print(f"wrote {len(written)} files to {args.output}: " + ", ".join(p.name for p in written))
-    return 0
+    status = json.loads((Path(args.output) / "answer.json").read_text())["recommendation"]["status"]
+    return answer.EXIT_CODES[status]  # answered 0, inconclusive 3 (docs/advise.md)
 
 
 def _advise_confirm_parser(s):

@@ -5,6 +5,12 @@ the tuning's cost and the training steps that repay it; the same as JSON and Mar
 Predicted: the geometric mean over the microbenchmark's rounds of the default's predicted Allreduce time per step over
 the pick's (paired by round; its interval needs 5 rounds). Measured: the training check's img/s, pick over default,
 paired by round (ardlab.stats.speedup_ci). "the default is within noise of the best here" is an answer too.
+
+The answer's first line is a recommendation (``recommendation``): the library (and, where it measured faster than
+that library's default, the setting) that trained fastest, with its speedup over every other library's default, each
+interval adjusted for its being the largest of the variants checked, and the steps that repay the tuning; or, where
+nothing beats anything beyond noise, "keep the library you have". Its status is the exit code of ``ardlab advise``:
+ANSWERED (0) or INCONCLUSIVE (3); a failure exits 2. ``answer.json`` carries SCHEMA_VERSION.
 """
 
 from __future__ import annotations
@@ -16,7 +22,11 @@ from pathlib import Path
 import numpy as np
 
 from ardlab.comm.libraries import DEFAULT, TUNED, library
-from ardlab.stats import FASTER, speedup_ci, verdict
+from ardlab.stats import FASTER, SLOWER, max_adjusted_ci, speedup_ci, verdict
+
+SCHEMA_VERSION = 2  # answer.json's layout: 2 adds the recommendation, the steps taken apart and this field
+ANSWERED, INCONCLUSIVE = "answered", "inconclusive"
+EXIT_CODES = {ANSWERED: 0, INCONCLUSIVE: 3}  # ardlab advise's exit status per recommendation status (failed: 2)
 
 
 def _rate(check, lib: str, alg: str):
@@ -113,18 +123,99 @@ def step_gaps(advice) -> list[str]:
     return out
 
 
+def _geomean_rates(check) -> dict[tuple[str, str], float]:
+    """Per (library, setting) of the check, the geometric mean rate over its rounds."""
+    return {(lib, alg): float(np.exp(np.log(g["rate"].astype(float)).mean()))
+            for (lib, alg), g in check.groupby(["library", "algorithm"])}
+
+
+def _max_adjusted(check, variant: tuple[str, str], baseline: tuple[str, str], n: int) -> tuple[float, float, float]:
+    """``_speedup`` of a variant chosen as the largest of `n` comparisons: its interval at level 1 - 0.05 / n."""
+    a, b = _rate(check, *variant), _rate(check, *baseline)
+    both = a.index.intersection(b.index)
+    return max_adjusted_ci(a[both].to_numpy(), b[both].to_numpy(), max(1, n))
+
+
+def _interval(m: float, lo: float, hi: float) -> dict:
+    return {"speedup": m, "low": None if lo != lo else lo, "high": None if hi != hi else hi}
+
+
 def overall(advice) -> dict:
-    """The fastest setting of any library in the training check (the highest geometric mean img/s over the rounds),
-    and its speedup over every library's default, paired by round (all were measured in the same rounds)."""
+    """The fastest setting of any library in the training check (the highest geometric mean rate over the rounds),
+    and its speedup over every library's default, paired by round (all were measured in the same rounds), each
+    interval adjusted for the fastest being the largest of the `of` variants checked."""
     check = advice.check
-    means = {(lib, alg): float(np.exp(np.log(g["rate"].astype(float)).mean()))
-             for (lib, alg), g in check.groupby(["library", "algorithm"])}
+    means = _geomean_rates(check)
     lib, alg = max(means, key=means.get)
-    over = {}
+    over = {other: _interval(*_max_adjusted(check, (lib, alg), (other, DEFAULT), len(means) - 1))
+            for other in advice.picks}
+    return {"library": lib, "setting": alg, "of": len(means), "over_defaults": over}
+
+
+def recommendation(advice, spent: dict | None = None) -> dict:
+    """What to do, from the training check (see the module's docstring): the library that trained fastest, with the
+    setting that made it so where that setting beat the library's default beyond noise (else its default, the setting
+    being noise); its speedup over every other library's default (intervals adjusted: the largest of the variants
+    checked); which libraries it beats and which it is within noise of; the steps (Job.unit) that repay the tuning's
+    time against each library it beats; ANSWERED, or INCONCLUSIVE where it beats nothing."""
+    check, job = advice.check, advice.job
+    means = _geomean_rates(check)
+    n = len(means)
+    lib, best = max(means, key=means.get)
+    setting, within = DEFAULT, None
+    if best != DEFAULT:
+        own = sum(1 for (lb, a) in means if lb == lib and a != DEFAULT)  # the library's settings it was chosen from
+        m, lo, hi = _max_adjusted(check, (lib, best), (lib, DEFAULT), own)
+        within = _interval(m, lo, hi)
+        if lo == lo and lo > 1:
+            setting = best
+    total = (spent or {}).get("seconds") or advice.seconds.get("total", sum(advice.seconds.values()))
+    over, beaten, tied, repay = {}, [], [], {}
     for other in advice.picks:
-        m, lo, hi = _speedup(check, (lib, alg), (other, DEFAULT))
-        over[other] = {"speedup": m, "low": None if lo != lo else lo, "high": None if hi != hi else hi}
-    return {"library": lib, "setting": alg, "over_defaults": over}
+        if other == lib:
+            continue
+        m, lo, hi = _max_adjusted(check, (lib, setting), (other, DEFAULT), n - 1)
+        over[other] = _interval(m, lo, hi)
+        if lo == lo and lo > 1:
+            beaten.append(other)
+            base = _rate(check, other, DEFAULT)
+            saved = (1 / base.median()) * (1 - 1 / m)  # seconds a unit (step, or run) saved
+            repay[other] = math.ceil(total / saved) if saved > 0 else None
+        else:
+            tied.append(other)
+    status = ANSWERED if beaten or setting != DEFAULT else INCONCLUSIVE
+    return {"status": status, "library": lib, "setting": setting, "of": n, "within_library": within,
+            "over_defaults": over, "beats": beaten, "within_noise_of": tied, "steps_to_repay": repay,
+            "unit": job.unit, "text": _recommend_text(lib, setting, best, within, over, beaten, tied, repay, n,
+                                                      job.unit, status)}
+
+
+def _ci_text(v: dict) -> str:
+    return f"{v['speedup']:.2f}x" if v["low"] is None else f"{v['speedup']:.2f}x [{v['low']:.2f}, {v['high']:.2f}]"
+
+
+def _recommend_text(lib, setting, best, within, over, beaten, tied, repay, n, unit, status) -> str:
+    """The recommendation in one sentence (the answer's first line)."""
+    name = library(lib).display
+    if status == INCONCLUSIVE:
+        largest = max(over.items(), key=lambda kv: kv[1]["speedup"], default=None)
+        gain = (f" (the largest measured: {name}{'' if best == DEFAULT else ', ' + best} "
+                f"{_ci_text(largest[1])} over {library(largest[0]).display}'s default, largest of {n}, interval "
+                "adjusted)") if largest else ""
+        return (f"**Keep the library you have**: nothing measured here beats another library's default, or a "
+                f"library's own default, beyond noise{gain}.")
+    what = name if setting == DEFAULT else f"{name} with {'its tuned file' if setting == TUNED else setting}"
+    parts = []
+    if setting != DEFAULT:
+        parts.append(f"{_ci_text(within)} over its default")
+    for other in beaten:
+        cost = f", the tuning repaid after {repay[other]} {unit}s" if repay.get(other) else ""
+        parts.append(f"{_ci_text(over[other])} over {library(other).display}'s default{cost}")
+    text = f"**Use {what}**: " + "; ".join(parts)
+    if tied:
+        text += ("; within noise of " + " and ".join(f"{library(o).display}'s default ({_ci_text(over[o])})"
+                                                     for o in tied) + ", which may be kept")
+    return text + f" (largest of {n} settings checked, intervals adjusted)."
 
 
 def cost(advice, table: list[dict]) -> dict:
@@ -140,40 +231,65 @@ def cost(advice, table: list[dict]) -> dict:
     return {"seconds": round(total, 1), "unit": advice.job.unit, "steps_to_repay": repay}
 
 
-def exports(lib: str, alg: str, tuned: str | None = None, *, srun: bool = False) -> str:
-    """An env file: the settings that force `alg` in `lib`, to `source` before launching the job; with `tuned`, the
-    settings that make the library select per size from that file follow, commented out, as the alternative; with
-    `srun`, what the library's ranks need when srun starts them from its environment (the table's srun_env and
-    program_env) and the srun flag, first."""
+# The variable an env file for srun takes the library's prefix from (none of this checkout's paths is written there).
+PREFIX_VAR = "ARDLAB_MPI_PREFIX"
+
+
+def exports(lib: str, alg: str, tuned: str | None = None, *, srun: bool = False, measured: str = "",
+            tuned_measured: str = "", folder: Path | None = None) -> str:
+    """An env file: the settings that force `alg` in `lib`, to `source` before launching the job, with what they
+    measured (`measured`, over the library's default); with `tuned`, the settings that make the library select per
+    size from that file follow, commented out, as the alternative, with its measured number (`tuned_measured`);
+    with `srun`, what the library's ranks need when srun starts them from its environment (the table's srun_env and
+    program_env, the library's prefix from PREFIX_VAR) and the srun flag, first. With `folder` (where the file is
+    written), the tuned file is named relative to the env file's own folder, so that the file names no absolute
+    path and works wherever the folder is copied."""
+    import os
     import shlex
 
-    from ardlab.comm.launch import env_prefix, is_path_list
+    from ardlab.comm.launch import is_path_list
 
     row = library(lib)
     env = row.algorithm_env(alg)
-    head = f"# ardlab advise: {row.display}, {alg}\n"
+    head = f"# ardlab advise: {row.display}, {alg}" + (f": measured {measured} over its default" if measured else "")
+    head += "\n"
     if srun:
         head += f"# launch the job's ranks with: srun --mpi={row.srun_mpi} ...\n"
         head += "".join(f"export {k}={shlex.quote(v)}\n" for k, v in row.srun_env.items())
+        if row.program_env:
+            head += (f': "${{{PREFIX_VAR}:?set {PREFIX_VAR} to the prefix of {row.display} (the folder whose lib/ '
+                     f'holds {row.soname}: ardlab\'s environment .envs/{lib}, or the site\'s install)}}"\n')
         for k, v in row.program_env.items():
-            v = shlex.quote(v.format(prefix=env_prefix(lib)))
-            head += f"export {k}={v}${{{k}:+:${k}}}\n" if is_path_list(k) else f"export {k}={v}\n"
+            v = v.format(prefix=f"${{{PREFIX_VAR}}}")
+            head += f'export {k}="{v}${{{k}:+:${k}}}"\n' if is_path_list(k) else f'export {k}="{v}"\n'
     body = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()) if env else \
         "# the library's default selection: nothing to set\n"
     if tuned:
-        body += (f"# or, the library selecting per size from the tuned file {tuned}, instead of the lines above:\n"
-                 + "".join(f"# export {k}={shlex.quote(str(v))}\n" for k, v in library(lib).tuned_env(tuned).items()))
+        settings = library(lib).tuned_env(tuned)
+        resolved = str(Path(tuned).resolve())
+        if folder is not None and any(resolved in v for v in settings.values()):
+            head += 'ardlab_advice=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # this file\'s folder\n'
+            where = "$ardlab_advice/" + os.path.relpath(resolved, Path(folder).resolve())
+            lines = [f'# export {k}="{v.replace(resolved, where)}"\n' for k, v in settings.items()]
+        else:
+            lines = [f"# export {k}={shlex.quote(str(v))}\n" for k, v in settings.items()]
+        body += (f"# or, the library selecting per size from the tuned file {Path(tuned).name}"
+                 + (f" (measured {tuned_measured} over its default)" if tuned_measured else "")
+                 + ", instead of the lines above:\n" + "".join(lines))
     return head + body
 
 
-def markdown(advice, table: list[dict], spent: dict, best: dict | None = None) -> str:
+def markdown(advice, table: list[dict], spent: dict, best: dict | None = None, recommended: dict | None = None
+             ) -> str:
     def ci(m, lo, hi):
         return f"{m:.2f}x" if lo != lo else f"{m:.2f}x [{lo:.2f}, {hi:.2f}]"
 
     job = advice.job
     what = f"{job.model} ({job.framework})" if job.model else f"`{job.name}`"
-    lines = [f"# ardlab advise: {what}, {job.ranks} ranks on {job.nodes} node(s)", "",
-             "| library | setting | predicted | measured | verdict | proof of the forced setting "
+    lines = [f"# ardlab advise: {what}, {job.ranks} ranks on {job.nodes} node(s)", ""]
+    if recommended:
+        lines += [recommended["text"], ""]
+    lines += ["| library | setting | predicted | measured | verdict | proof of the forced setting "
              "| tuned file, measured |",
              "|---|---|---|---|---|---|---|"]
     for r in table:
@@ -185,14 +301,18 @@ def markdown(advice, table: list[dict], spent: dict, best: dict | None = None) -
         over = ", ".join(f"{ci(v['speedup'], v['low'] if v['low'] is not None else math.nan, v['high'] or math.nan)}"
                          f" over {library(lib).display}'s default" for lib, v in best["over_defaults"].items()
                          if not (lib == best["library"] and best["setting"] == DEFAULT))
-        lines += ["", f"Fastest in training here: **{library(best['library']).display}, {best['setting']}**"
-                  + (f" ({over})." if over else ".")]
+        lines += ["", f"Fastest in training here: **{library(best['library']).display}, {best['setting']}**, the "
+                  f"largest of {best['of']} settings checked" + (f" ({over}; intervals adjusted for it)." if over
+                                                                   else ".")]
     lines += ["", f"Speedups over each library's default (predicted: the microbenchmark's rounds; measured: "
               f"{advice.settings.check_rounds} paired training rounds, per {job.unit}, 95% intervals). The tuning took "
               f"{spent['seconds'] / 60:.1f} min."]
     for lib, n in spent["steps_to_repay"].items():
         if n is not None:
             lines.append(f"- {library(lib).display}: repaid after {n} of the job's {spent['unit']}s.")
+    if advice.tuned_log:
+        lines += ["", "Left out of the tuned files (a tuned file holds only what ran what it names here):"]
+        lines += [f"- {library(e['library']).display}, {e['algorithm']}: {e['left_out']}" for e in advice.tuned_log]
     parts = step_parts(advice)
     if parts:
         lines += ["", "The step taken apart (medians over the check's rounds; Allreduce: the seconds inside it, timed "
@@ -216,15 +336,27 @@ def write(advice, output: Path) -> list[Path]:
     table = rows(advice)
     spent = cost(advice, table)
     best = overall(advice)
+    recommended = recommendation(advice, spent)
     paths = []
-    for lib, alg in advice.picks.items():
+    for r in table:
+        lib, alg = r["library"], r["setting"]
+
+        def measured(m, lo, hi, what=""):
+            slower = ", slower" if verdict(lo, hi) == SLOWER else ""
+            return (f"{m:.2f}x" if lo != lo else f"{m:.2f}x [{lo:.2f}, {hi:.2f}]") + slower if m == m else what
+
         path = output / f"{lib}.env"
         with atomic_open(path, "w") as f:
-            f.write(exports(lib, alg, advice.tuned.get(lib), srun=advice.job.launcher == "srun"))
+            f.write(exports(lib, alg, advice.tuned.get(lib), srun=advice.job.launcher == "srun",
+                            measured="" if alg == DEFAULT else measured(r["measured"], r["measured_low"],
+                                                                        r["measured_high"]),
+                            tuned_measured=measured(r["tuned"], r["tuned_low"], r["tuned_high"], "not measured"),
+                            folder=output))
         paths.append(path)
     kept = {k: getattr(advice.settings, k) for k in ("budget_s", "rounds", "check_rounds", "check_steps", "seed")}
-    doc = {"job": vars(advice.job), "libraries": advice.settings.libraries, "settings": kept, "race": advice.race,
-           "proofs": advice.proofs,
+    doc = {"schema_version": SCHEMA_VERSION, "recommendation": recommended,
+           "job": vars(advice.job), "libraries": advice.settings.libraries, "settings": kept, "race": advice.race,
+           "proofs": advice.proofs, "tuned_left_out": advice.tuned_log,
            "answer": [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in table],
            "overall": best, "cost": spent,
            "steps": [{k: (None if isinstance(v, float) and v != v else v) for k, v in p.items()}
@@ -232,5 +364,5 @@ def write(advice, output: Path) -> list[Path]:
     with atomic_open(output / "answer.json", "w") as f:
         json.dump(doc, f, indent=2, default=str)
     with atomic_open(output / "answer.md", "w") as f:
-        f.write(markdown(advice, table, spent, best))
+        f.write(markdown(advice, table, spent, best, recommended))
     return paths + [output / "answer.json", output / "answer.md"]

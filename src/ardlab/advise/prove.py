@@ -102,6 +102,19 @@ def probe_pick(job, library_name: str, algorithm: str, count: int) -> tuple[str,
     return result, {"why": why, "hits": hits}
 
 
+def probe_tuned(job, library_name: str, path: str, algorithm: str, count: int) -> str:
+    """The verdict of `algorithm` with the tuned file `path` in force (the library selecting from it, nothing forced)
+    at `count` floats a call, a size in the file's range that names `algorithm`: whether the file runs what it says
+    there."""
+    from ardlab.comm.libraries import library
+    from ardlab.comm.probe import probe_ranks
+
+    evidence = probe_ranks(library_name, "default", ranks=job.ranks, nodes=job.nodes, launcher=job.launcher,
+                           count=count, calls=CALLS, timeout=job.timeout_s,
+                           extra_env=library(library_name).tuned_env(path))
+    return verdict(library_name, algorithm, evidence, job.ranks)[0]
+
+
 def proven_picks(ranked: dict[str, list[str]], prover: Callable[[str, str], tuple[str, dict]]
                  ) -> tuple[dict[str, str], list[dict]]:
     """Per library, the first of its candidates (fastest predicted first) that `prover` proves or cannot prove (the

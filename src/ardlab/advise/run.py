@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -163,6 +164,7 @@ class Advice:
     picks: dict[str, str] = field(default_factory=dict)  # library -> algorithm
     proofs: list[dict] = field(default_factory=list)  # each probe of a pick: library, algorithm, proof, hits
     tuned: dict[str, str] = field(default_factory=dict)  # library -> its tuned selection file from the raced rows
+    tuned_log: list[dict] = field(default_factory=list)  # what was left out of the tuned files, and why
     check: object = None  # pandas: every training row of the check
     seconds: dict[str, float] = field(default_factory=dict)  # phase -> wall seconds
 
@@ -342,21 +344,89 @@ def choose(predictions) -> dict[str, str]:
     return {lib: names[0] for lib, names in ranked(predictions).items()}
 
 
-def write_tuned(job: Job, bench, folder: Path) -> dict[str, str]:
+def write_tuned(job: Job, bench, folder: Path, allowed: dict[str, set[str]] | None = None) -> dict[str, str]:
     """Each library's tuned selection file from the raced rows (the fastest forced algorithm per measured size), in
-    `folder`; a library with no forced algorithm measured gets none."""
+    `folder`; with `allowed`, from those algorithms of each library only. A library with no forced algorithm measured
+    (or allowed) gets none."""
     from ardlab.analysis import tuned
 
     bench = bench.assign(avg_us=bench["avg_us"].astype(float), size_bytes=bench["size_bytes"].astype(int),
                          ranks=bench["ranks"].astype(int))
     out = {}
     for lib in sorted(set(bench["library"])):
+        rows = bench if allowed is None else bench[(bench["library"] != lib) | bench["algorithm"].isin(allowed[lib])]
         try:
-            ranges = tuned.best_ranges(bench, lib, job.ranks)
+            ranges = tuned.best_ranges(rows, lib, job.ranks)
         except ValueError:  # only the default raced: nothing to select from
             continue
         out[lib] = str(tuned.write(lib, ranges, job.ranks, tuned.path(folder, lib, job.ranks, job.nodes)))
     return out
+
+
+def proven_tuned(job: Job, bench, folder: Path, verdicts: dict[tuple[str, str], str],
+                 prover: Callable[[str, str, int], str], file_prover: Callable[[str, str, str, int], str]
+                 ) -> tuple[dict[str, str], list[dict]]:
+    """Tuned files that hold only what ran what it names at this scale (``ardlab.advise.prove``): each library's
+    ranges from its raced rows, less the algorithms the table knows to run another at the job's ranks
+    (``runs_instead``) and those whose proof is a silent fallback; every range's winner is proven first (`verdicts`:
+    the proofs made so far, (library, algorithm) -> verdict; `prover(library, algorithm, count)` makes the others),
+    and a fallback leaves and the ranges are made again. The file itself is then probed once in each range
+    (`file_prover(library, file, algorithm the range names, count)`: the verdict with the file in force) and offered
+    only where every range runs what it names. Returns (library -> file, the log of what was left out and why)."""
+    import pandas as pd
+
+    from ardlab.advise.prove import PICKABLE
+    from ardlab.analysis import tuned
+    from ardlab.comm.libraries import DEFAULT, library
+
+    sizes = sorted({int(s) for s in bench["size_bytes"]})
+    log, out = [], {}
+    for lib in sorted(set(bench["library"])):
+        table = library(lib).algorithms
+        allowed = {a for a in set(bench.loc[bench["library"] == lib, "algorithm"])
+                   if a != DEFAULT and job.ranks not in table[a].runs_instead}
+        log += [{"library": lib, "algorithm": a, "left_out": f"the table: runs {table[a].runs_instead[job.ranks]} at "
+                 f"{job.ranks} ranks"} for a in sorted(set(bench.loc[bench["library"] == lib, "algorithm"]))
+                if a != DEFAULT and job.ranks in table[a].runs_instead]
+        while True:
+            files = write_tuned(job, bench[bench["library"] == lib], folder, {lib: allowed})
+            if lib not in files:
+                break
+            ranges = tuned.read_ranges(files[lib])
+            for r in ranges:
+                if (lib, r.algorithm) not in verdicts:
+                    verdicts[lib, r.algorithm] = prover(lib, r.algorithm, _count_in(r, sizes))
+            bad = {r.algorithm for r in ranges if verdicts[lib, r.algorithm] not in PICKABLE}
+            if not bad:
+                break
+            log += [{"library": lib, "algorithm": a, "left_out": f"its proof: {verdicts[lib, a]}"} for a in sorted(bad)]
+            allowed -= bad
+            _drop(files[lib])
+        if lib not in files:
+            continue
+        wrong = [(r, v) for r in tuned.read_ranges(files[lib])
+                 if (v := file_prover(lib, files[lib], r.algorithm, _count_in(r, sizes))) not in PICKABLE]
+        if wrong:
+            log += [{"library": lib, "algorithm": "tuned", "left_out": "the file's probe: " + "; ".join(
+                f"{r.lo}-{r.hi} bytes ({r.algorithm}): {v}" for r, v in wrong)}]
+            _drop(files[lib])
+            continue
+        out[lib] = files[lib]
+    return out, pd.DataFrame(log).to_dict("records")
+
+
+def _drop(selection_file: str) -> None:
+    """Remove a tuned file that is not offered, and its ranges table."""
+    from ardlab.results import ranges_path
+
+    Path(selection_file).unlink()
+    ranges_path(selection_file).unlink(missing_ok=True)
+
+
+def _count_in(r, sizes: list[int]) -> int:
+    """Float32 elements of the largest measured size within range `r` (its own smallest where none is)."""
+    inside = [s for s in sizes if r.lo <= s <= r.hi]
+    return max(1, (max(inside) if inside else r.lo) // 4)
 
 
 def check_training(job: Job, settings: Settings, picks: dict[str, str], tuned_files: dict[str, str] | None = None):
@@ -456,7 +526,12 @@ def advise(job: Job, settings: Settings) -> Advice:
     advice.picks, advice.proofs = prove.proven_picks(
         ranked(advice.predictions), lambda lib, alg: prove.probe_pick(job, lib, alg, count))
     if settings.output is not None:
-        advice.tuned = write_tuned(job, advice.bench, Path(settings.output) / "tuned")
+        tick("proving the tuned files")
+        verdicts = {(p["library"], p["algorithm"]): p["proof"] for p in advice.proofs}
+        advice.tuned, advice.tuned_log = proven_tuned(
+            job, advice.bench, Path(settings.output) / "tuned", verdicts,
+            lambda lib, alg, n: prove.probe_pick(job, lib, alg, n)[0],
+            lambda lib, path, alg, n: prove.probe_tuned(job, lib, path, alg, n))
     tick("training check")
     t0 = time.monotonic()
     advice.check = check_training(job, settings, advice.picks, advice.tuned)

@@ -60,6 +60,18 @@ def best_ranges(df: pd.DataFrame, library_name: str, ranks: int) -> list[Range]:
     return merge_ranges(zip(winners.size_bytes, winners.algorithm))
 
 
+def read_ranges(selection_file: str | Path) -> list[Range]:
+    """The ranges of a tuned selection file, from the table written beside it (``ardlab.results.ranges_path``)."""
+    import csv
+
+    table = ranges_path(selection_file)
+    if not table.is_file():
+        raise FileNotFoundError(f"{table} (the ranges of tuned file {selection_file}) does not exist: make the tuned "
+                                "file with `ardlab tune`, which writes both")
+    with open(table, newline="") as f:
+        return [Range(int(r["lo_bytes"]), int(r["hi_bytes"]), r["algorithm"]) for r in csv.DictReader(f)]
+
+
 def merge_ranges(winners) -> list[Range]:
     """(size, best algorithm) pairs -> ranges: neighbouring sizes with the same winner merge, each range ends
     at the last size its algorithm won, and the last range is open (MAX_BYTES)."""
