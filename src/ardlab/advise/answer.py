@@ -96,6 +96,11 @@ def _paired_median(check, column: str, a: tuple[str, str], b: tuple[str, str]) -
     return float((per_round(*a) - per_round(*b)).dropna().median())
 
 
+def _ms(seconds: float) -> str:
+    """Seconds as milliseconds, 3 significant digits ("-" where unknown)."""
+    return "-" if seconds != seconds else f"{seconds * 1e3:.3g} ms"
+
+
 def step_gaps(advice) -> list[str]:
     """In words, for each library's default against the default with the shortest step: how much shorter that step
     is, how much of the difference is Allreduce (timed in training, paired by round), and what the microbenchmark
@@ -113,9 +118,9 @@ def step_gaps(advice) -> list[str]:
         step = _paired_median(advice.check, "step_s", other, base)
         inside = _paired_median(advice.check, "allreduce_in_step_s", other, base)
         predicted = p["predicted_allreduce_s"] - fastest["predicted_allreduce_s"]
-        line = (f"{library(fastest['library']).display}'s step is {step * 1e3:.0f} ms shorter than "
-                f"{library(p['library']).display}'s; {inside * 1e3:.0f} ms of that is Allreduce (timed in training; "
-                f"the microbenchmark predicted {predicted * 1e3:.1f} ms)")
+        line = (f"{library(fastest['library']).display}'s step is {_ms(abs(step))} "
+                f"{'shorter' if step >= 0 else 'longer'} than {library(p['library']).display}'s; {_ms(inside)} of "
+                f"that is Allreduce (timed in training; the microbenchmark predicted {_ms(predicted)})")
         if abs(inside) < 0.5 * abs(step):
             line += (": most of the gap is in the rest of the step (compute, the framework, ranks waiting for one "
                      "another or sharing cores), not in the Allreduce")
@@ -318,10 +323,9 @@ def markdown(advice, table: list[dict], spent: dict, best: dict | None = None, r
         lines += ["", "The step taken apart (medians over the check's rounds; Allreduce: the seconds inside it, timed "
                   "in the training itself; predicted: the microbenchmark's Allreduce for the same calls):", "",
                   "| library | setting | step | Allreduce | rest | predicted Allreduce |", "|---|---|---|---|---|---|"]
-        lines += [f"| {library(p['library']).display} | {p['setting']} | {p['step_s'] * 1e3:.0f} ms | "
-                  f"{p['allreduce_s'] * 1e3:.0f} ms | {p['rest_s'] * 1e3:.0f} ms | "
-                  + ("-" if p["predicted_allreduce_s"] != p["predicted_allreduce_s"]
-                     else f"{p['predicted_allreduce_s'] * 1e3:.0f} ms") + " |" for p in parts]
+        lines += [f"| {library(p['library']).display} | {p['setting']} | {_ms(p['step_s'])} | "
+                  f"{_ms(p['allreduce_s'])} | {_ms(p['rest_s'])} | {_ms(p['predicted_allreduce_s'])} |"
+                  for p in parts]
         lines += [""] + [f"- {g}" for g in step_gaps(advice)]
     elif job.command:
         lines += ["", "One's own program is timed as whole launches (start-up included): its step is not taken apart."]

@@ -457,10 +457,18 @@ def check_training(job: Job, settings: Settings, picks: dict[str, str], tuned_fi
 
 
 def _check_command(job: Job, settings: Settings, picks: dict[str, str], tuned_files: dict[str, str]):
-    """The user's program, a launch per variant and round in each round's shuffled order, timed as a whole."""
+    """The user's program, a launch per variant and round in each round's shuffled order. With the steps it runs
+    (``Job.steps``, at least 2) it is timed per step from inside: the call counter, preloaded, keeps each rank's
+    timeline of summing Allreduce calls, whose period in its later half is the step (``callsizes.period_of``: past
+    start-up and warm-up; `unit_s` and `step_s`, the mean over ranks), with the time inside Allreduce a step beside it
+    (`allreduce_in_step_s`) and the rest of the launch (start-up, imports, MPI_Init, warm-up, the end) apart
+    (`startup_s`: the launch less `steps` steps). Without steps, a whole run is the unit, start-up included."""
+    import tempfile
+
     import pandas as pd
 
     from ardlab import rounds
+    from ardlab.bench import callsizes
     from ardlab.comm import launch
     from ardlab.comm.libraries import DEFAULT, TUNED
 
@@ -468,21 +476,37 @@ def _check_command(job: Job, settings: Settings, picks: dict[str, str], tuned_fi
     variants += [(lib, TUNED) for lib in picks if lib in tuned_files]
     order = rounds.schedule(list(range(len(variants))), rounds=settings.check_rounds, seed=settings.seed + 1,
                             group="advise-check")
+    per_step = (job.steps or 1) >= 2
     rows = []
     for r, indices in enumerate(order):
         for pos, i in enumerate(indices):
             lib, alg = variants[i]
-            argv, env = (job.command_launch(lib, tuned=tuned_files[lib]) if alg == TUNED
-                         else job.command_launch(lib, alg))
-            started = time.monotonic()
-            proc = launch.execute(argv, env, timeout=job.timeout_s, capture=True)
-            took = time.monotonic() - started
-            if proc.returncode != 0:
-                raise RuntimeError(f"the job's command failed under {lib} with {alg} (round {r}, exit "
-                                   f"{proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
-            unit = took / (job.steps or 1)
-            rows.append({"round": r, "position": pos, "library": lib, "algorithm": alg, "seconds": took,
-                         "unit_s": unit, "rate": 1 / unit})
+            # in the working folder: on a cluster every node writes its ranks' spans there (a shared file system)
+            with tempfile.TemporaryDirectory(prefix=".ardlab-advise-check-", dir=".") as folder:
+                timed = {callsizes.ENV: str(Path(folder).resolve()),
+                         "LD_PRELOAD": str(callsizes.library_path(launch.require_env(lib)))} if per_step else {}
+                argv, env = (job.command_launch(lib, tuned=tuned_files[lib], extra_env=timed) if alg == TUNED
+                             else job.command_launch(lib, alg, extra_env=timed))
+                started = time.monotonic()
+                proc = launch.execute(argv, env, timeout=job.timeout_s, capture=True)
+                took = time.monotonic() - started
+                if proc.returncode != 0:
+                    raise RuntimeError(f"the job's command failed under {lib} with {alg} (round {r}, exit "
+                                       f"{proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
+                lines = callsizes.read_timelines(folder, job.ranks) if per_step else []
+            row = {"round": r, "position": pos, "library": lib, "algorithm": alg, "seconds": took}
+            if per_step:
+                try:
+                    periods = [callsizes.period_of(t) for t in lines]
+                except RuntimeError as e:
+                    raise RuntimeError(f"the job's command under {lib} with {alg} cannot be timed per step from "
+                                       f"inside: {e} (without --steps it is timed as whole runs)") from None
+                unit = sum(p[0] for p in periods) / len(periods)
+                row.update(step_s=unit, allreduce_in_step_s=sum(p[1] for p in periods) / len(periods),
+                           startup_s=took - unit * job.steps)
+            else:
+                unit = took
+            rows.append({**row, "unit_s": unit, "rate": 1 / unit})
     return pd.DataFrame(rows)
 
 

@@ -10,7 +10,11 @@
  * calls are bitwise) and their number, kept as running totals that ardlab_allreduce_timer() reads at any moment (a
  * training run reads them around its timed steps). A blocking call counts from entry to return; a non-blocking one
  * its posting plus the MPI_Wait/Waitall/Test/Testall calls that complete it (the time the rank waited for it, not
- * the time it was in flight behind compute). Built per environment against its MPI, like timeloop.c.
+ * the time it was in flight behind compute). Where ARDLAB_CALLSIZES names a folder, each rank also writes
+ * <ARDLAB_CALLSIZES>/timeline<N>.csv at MPI_Finalize: its first TIMELINE summing calls in order, each with when it
+ * ended (seconds after the first), its bytes and its seconds inside (a non-blocking call: its posting), from which
+ * one's own program is timed per step from inside (ardlab advise), its start-up apart. Built per environment
+ * against its MPI, like timeloop.c.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
@@ -62,10 +66,22 @@ static long long now_ns(void)
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-static void add_time(long long ns, int calls)
+/* The timeline of the summing calls: the first TIMELINE (end, bytes, inside), in the order they ended. */
+#define TIMELINE 65536
+static long long line_end_ns[TIMELINE], line_bytes[TIMELINE], line_inside_ns[TIMELINE], lined;
+
+/* `calls` summing calls of `bytes` took `ns` inside (calls 0: the completion of non-blocking ones posted before). */
+static void add_time(long long ns, int calls, long long bytes)
 {
     __atomic_add_fetch(&timed_ns, ns, __ATOMIC_RELAXED);
     __atomic_add_fetch(&timed_calls, calls, __ATOMIC_RELAXED);
+    if (calls && lined < TIMELINE) {
+        long long i = lined;
+        line_end_ns[i] = now_ns();
+        line_bytes[i] = bytes;
+        line_inside_ns[i] = ns;
+        lined++;
+    }
 }
 
 static void lock(void)
@@ -116,7 +132,7 @@ void ardlab_allreduce_timer(double *seconds, long long *calls, int *overflow)
     *overflow = timer_overflow;
 }
 
-static void count_call(long long count, MPI_Datatype datatype, MPI_Op op)
+static long long count_call(long long count, MPI_Datatype datatype, MPI_Op op)
 {
     int size = 0;
     PMPI_Type_size(datatype, &size);
@@ -132,15 +148,16 @@ static void count_call(long long count, MPI_Datatype datatype, MPI_Op op)
     }
     if (i < SLOTS)
         slots[i].calls++;
+    return bytes;
 }
 
 int MPI_Allreduce(const void *send, void *recv, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
-    count_call(count, datatype, op);
+    long long bytes = count_call(count, datatype, op);
     long long t0 = now_ns();
     int err = PMPI_Allreduce(send, recv, count, datatype, op, comm);
     if (op == MPI_SUM)
-        add_time(now_ns() - t0, 1);
+        add_time(now_ns() - t0, 1, bytes);
     return err;
 }
 
@@ -148,11 +165,11 @@ int MPI_Allreduce(const void *send, void *recv, int count, MPI_Datatype datatype
 int MPI_Iallreduce(const void *send, void *recv, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                    MPI_Request *request)
 {
-    count_call(count, datatype, op);
+    long long bytes = count_call(count, datatype, op);
     long long t0 = now_ns();
     int err = PMPI_Iallreduce(send, recv, count, datatype, op, comm, request);
     if (op == MPI_SUM) {
-        add_time(now_ns() - t0, 1);
+        add_time(now_ns() - t0, 1, bytes);
         if (err == MPI_SUCCESS)
             remember(*request);
     }
@@ -167,7 +184,7 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status)
     MPI_Request r = *request;
     long long t0 = now_ns();
     int err = PMPI_Wait(request, status);
-    add_time(now_ns() - t0, 0);
+    add_time(now_ns() - t0, 0, 0);
     pending_among(1, &r, 1);
     return err;
 }
@@ -180,7 +197,7 @@ int MPI_Waitall(int n, MPI_Request requests[], MPI_Status statuses[])
     memcpy(copy, requests, sizeof(MPI_Request) * n);
     long long t0 = now_ns();
     int err = PMPI_Waitall(n, requests, statuses);
-    add_time(now_ns() - t0, 0);
+    add_time(now_ns() - t0, 0, 0);
     pending_among(n, copy, 1);
     free(copy);
     return err;
@@ -193,7 +210,7 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
     MPI_Request r = *request;
     long long t0 = now_ns();
     int err = PMPI_Test(request, flag, status);
-    add_time(now_ns() - t0, 0);
+    add_time(now_ns() - t0, 0, 0);
     if (*flag)
         pending_among(1, &r, 1);
     return err;
@@ -207,7 +224,7 @@ int MPI_Testall(int n, MPI_Request requests[], int *flag, MPI_Status statuses[])
     memcpy(copy, requests, sizeof(MPI_Request) * n);
     long long t0 = now_ns();
     int err = PMPI_Testall(n, requests, flag, statuses);
-    add_time(now_ns() - t0, 0);
+    add_time(now_ns() - t0, 0, 0);
     if (*flag)
         pending_among(n, copy, 1);
     free(copy);
@@ -218,22 +235,22 @@ int MPI_Testall(int n, MPI_Request requests[], int *flag, MPI_Status statuses[])
 /* The large-count forms, which mpi4py 4 calls wherever the library has them (MPICH, Intel MPI). */
 int MPI_Allreduce_c(const void *send, void *recv, MPI_Count count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
-    count_call((long long)count, datatype, op);
+    long long bytes = count_call((long long)count, datatype, op);
     long long t0 = now_ns();
     int err = PMPI_Allreduce_c(send, recv, count, datatype, op, comm);
     if (op == MPI_SUM)
-        add_time(now_ns() - t0, 1);
+        add_time(now_ns() - t0, 1, bytes);
     return err;
 }
 
 int MPI_Iallreduce_c(const void *send, void *recv, MPI_Count count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                      MPI_Request *request)
 {
-    count_call((long long)count, datatype, op);
+    long long bytes = count_call((long long)count, datatype, op);
     long long t0 = now_ns();
     int err = PMPI_Iallreduce_c(send, recv, count, datatype, op, comm, request);
     if (op == MPI_SUM) {
-        add_time(now_ns() - t0, 1);
+        add_time(now_ns() - t0, 1, bytes);
         if (err == MPI_SUCCESS)
             remember(*request);
     }
@@ -256,6 +273,15 @@ int MPI_Finalize(void)
                 fprintf(f, "%lld,%s,%lld\n", slots[i].bytes, op_name(slots[i].op), slots[i].calls);
             if (overflow)
                 fprintf(f, "-1,overflow,0\n");
+            fclose(f);
+        }
+        snprintf(path, sizeof path, "%s/timeline%d.csv", dir, rank);
+        f = fopen(path, "w");
+        if (f) {
+            fprintf(f, "end_s,bytes,inside_s\n");
+            for (long long i = 0; i < lined; i++)
+                fprintf(f, "%.9f,%lld,%.9f\n", (line_end_ns[i] - line_end_ns[0]) * 1e-9, line_bytes[i],
+                        line_inside_ns[i] * 1e-9);
             fclose(f);
         }
     }

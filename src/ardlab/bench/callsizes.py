@@ -86,6 +86,52 @@ def read(folder: str | Path, ranks: int):
     return tables[0]
 
 
+TIMELINE_COLUMNS = ["end_s", "bytes", "inside_s"]
+SKIPPED_STEPS = 2  # the first steps of a timeline, which period_of leaves out
+
+
+def read_timelines(folder: str | Path, ranks: int):
+    """Each rank's timeline of summing Allreduce calls (``callsizes.c``: its last calls in order, each with when it
+    ended, seconds after the first of them, its bytes and its seconds inside), as pandas tables, rank by rank."""
+    import pandas as pd
+
+    out = []
+    for r in range(ranks):
+        path = Path(folder) / f"timeline{r}.csv"
+        if not path.is_file():
+            raise RuntimeError(f"rank {r} wrote no Allreduce timeline ({path}): did it reach MPI_Finalize?")
+        t = pd.read_csv(path)
+        if list(t.columns) != TIMELINE_COLUMNS:
+            raise ValueError(f"{path}: columns {list(t.columns)} are not {TIMELINE_COLUMNS}")
+        out.append(t)
+    return out
+
+
+def period_of(timeline, least_steps: int = 2) -> tuple[float, float, int]:
+    """(seconds a step, seconds inside Allreduce a step, bytes a step) of a training loop's timeline (its first summing
+    calls, from the first on). A step sums the same bytes every time (its gradients), however a framework splits them
+    into calls (Horovod's fusion buffers vary from step to step): the step's bytes are the smallest sum of the first
+    calls whose multiples the running sum meets at 90% of them or more; the steps end where it does. The step is the
+    mean time between step ends after the first SKIPPED_STEPS (start-up, warm-up, and what a program does between
+    its first steps, such as broadcasting the weights), the Allreduce a step their calls' seconds inside over their
+    steps. RuntimeError where fewer than SKIPPED_STEPS + `least_steps` steps are found."""
+    import numpy as np
+
+    sizes = timeline["bytes"].to_numpy(dtype=np.int64)
+    running = np.cumsum(sizes)
+    for j in range(min(len(sizes), 1024)):
+        step_bytes = int(running[j])
+        ends = np.flatnonzero(running % step_bytes == 0)
+        whole = int(running[-1] // step_bytes)
+        if whole >= SKIPPED_STEPS + least_steps and len(ends) >= 0.9 * whole:
+            later = ends[SKIPPED_STEPS - 1:]
+            times = timeline["end_s"].to_numpy()[later]
+            inside = timeline["inside_s"].to_numpy()[later[0] + 1:later[-1] + 1].sum()
+            return float((times[-1] - times[0]) / (len(later) - 1)), float(inside / (len(later) - 1)), step_bytes
+    raise RuntimeError(f"its summing Allreduce calls ({len(timeline)} in all) sum to no repeating step of bytes over "
+                       f"{SKIPPED_STEPS + least_steps} steps or more: its steps cannot be told apart")
+
+
 def _plan(framework: str, library_name: str, ranks: int, model: str, setting: dict, steps: int):
     if framework == "nn":
         from ardlab.nn import trainer
