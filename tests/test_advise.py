@@ -153,6 +153,30 @@ def test_the_calls_of_a_users_horovod_script_are_counted():
     assert (sums.bytes * sums.calls_per_step).sum() >= 4.0e6
 
 
+def test_a_job_that_makes_no_allreduce_is_refused_within_its_first_seconds(tmp_path, monkeypatch):
+    """A program that starts MPI and then makes no summing Allreduce (as an NCCL or gloo job would) is refused within
+    --first-call-timeout of MPI_Init, naming what it saw, not after its whole run (here 120 s); one that makes its
+    first call in time and then waits longer runs to its end."""
+    import time
+
+    monkeypatch.chdir(tmp_path)
+    silent = tmp_path / "silent.py"
+    silent.write_text("import time\nfrom mpi4py import MPI\nMPI.COMM_WORLD.Barrier()\ntime.sleep(120)\n")
+    job = run.Job("tensorflow", None, 2, command=[str(silent)], first_call_s=3)
+    started = time.monotonic()
+    with pytest.raises(ValueError, match=r"made no summing MPI_Allreduce within 3 s of MPI_Init, under mpich: an "
+                                         r"NCCL or gloo job"):
+        run.learn_calls(job, "mpich")
+    assert time.monotonic() - started < 30
+    early = tmp_path / "early.py"
+    early.write_text("import time\nimport numpy as np\nfrom mpi4py import MPI\n"
+                     "MPI.COMM_WORLD.Allreduce(MPI.IN_PLACE, np.ones(4))\ntime.sleep(5)\n")
+    calls = run.learn_calls(run.Job("tensorflow", None, 2, command=[str(early)], first_call_s=3), "mpich")
+    assert calls[calls.op == "sum"].calls.sum() == 1
+    with pytest.raises(ValueError, match="--first-call-timeout 0 must be positive"):
+        run.Job("tensorflow", None, 2, command=[str(early)], first_call_s=0)
+
+
 def test_a_step_is_the_period_of_its_calls():
     """A timeline as callsizes.c wrote it for the example script under MPICH (2 ranks, 12 timed steps after a warm-up
     step): Horovod splits each step's 4283176 bytes of gradients into 2 calls of varying sizes; a step ends where the

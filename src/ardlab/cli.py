@@ -523,6 +523,9 @@ def _advise_parser(s):
     s.add_argument("--output", default="advice", help="the run folder (default %(default)s)")
     s.add_argument("--steps", type=int, help="the job's command: the training steps one run of it makes (its calls "
                    "and times are then per step; without: per run)")
+    s.add_argument("--first-call-timeout", type=float, default=run.Job.first_call_s,
+                   help="the job's command: seconds after MPI_Init within which it must make a summing "
+                        "MPI_Allreduce, or it is refused (default %(default)g)")
     s.add_argument("--no-progress", action="store_true")
     s.add_argument("command", nargs=argparse.REMAINDER, help="-- then the job's own command")
     s.set_defaults(func=_advise)
@@ -536,7 +539,8 @@ def _advise(args: argparse.Namespace) -> int:
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     job = run.Job(args.framework, args.model, args.ranks, nodes=args.nodes, launcher=args.launcher,
-                  batch_per_rank=args.batch_per_rank, command=command, steps=args.steps)
+                  batch_per_rank=args.batch_per_rank, command=command, steps=args.steps,
+                  first_call_s=args.first_call_timeout)
     settings = run.Settings([x for x in args.libraries.split(",") if x], run.parse_budget(args.budget),
                             rounds=args.rounds, check_rounds=args.check_rounds, bench_mib=args.bench_mib,
                             seed=args.seed,

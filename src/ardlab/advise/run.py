@@ -63,6 +63,9 @@ class Job:
     timeout_s: float = 900
     command: list[str] = field(default_factory=list)
     steps: int | None = None
+    # seconds after MPI_Init within which the job's own command must make a summing Allreduce (its first run, whose
+    # calls are learned): a job that makes none (an NCCL or gloo one) is refused then, not after a whole run
+    first_call_s: float = 60
 
     @property
     def name(self) -> str:
@@ -83,6 +86,8 @@ class Job:
                                  "MODULE, and its arguments, run by each library environment's Python)")
             if self.steps is not None and self.steps < 1:
                 raise ValueError(f"--steps {self.steps} must be at least 1")
+            if self.first_call_s <= 0:
+                raise ValueError(f"--first-call-timeout {self.first_call_s:g} must be positive (seconds)")
         if self.framework not in FRAMEWORKS:
             raise ValueError(f"--framework {self.framework!r}: one of {', '.join(FRAMEWORKS)}")
         if self.ranks < 2:
@@ -255,8 +260,14 @@ def _learn_command_calls(job: Job, library_name: str):
     # in the working folder: on a cluster every node writes its ranks' counts there (a shared file system)
     with tempfile.TemporaryDirectory(prefix=".ardlab-advise-calls-", dir=".") as folder:
         folder = str(Path(folder).resolve())
-        argv, env = job.command_launch(library_name, extra_env={callsizes.ENV: folder, "LD_PRELOAD": str(counter)})
+        argv, env = job.command_launch(library_name, extra_env={callsizes.ENV: folder, "LD_PRELOAD": str(counter),
+                                                                callsizes.FIRST_CALL_ENV: f"{job.first_call_s:g}"})
         proc = launch.execute(argv, env, timeout=job.timeout_s, capture=True)
+        if callsizes.NO_ALLREDUCE_MARK in proc.stderr:
+            raise ValueError(f"the job's command made no summing MPI_Allreduce within {job.first_call_s:g} s of "
+                             f"MPI_Init, under {library_name}: an NCCL or gloo job, or one that averages no gradients "
+                             "over MPI, has nothing for an MPI Allreduce algorithm to speed up (a slow start? raise "
+                             "--first-call-timeout)")
         if proc.returncode != 0:
             raise RuntimeError(f"the job's command failed in its first run, under {library_name} (exit "
                                f"{proc.returncode}): {' '.join(argv)}\n{(proc.stdout + proc.stderr)[-3000:]}")

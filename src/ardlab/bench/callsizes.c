@@ -15,13 +15,19 @@
  * ended (seconds after the first), its bytes and its seconds inside (a non-blocking call: its posting), from which
  * one's own program is timed per step from inside (ardlab advise), its start-up apart. Built per environment
  * against its MPI, like timeloop.c.
+ *
+ * Where ARDLAB_FIRST_ALLREDUCE_S names seconds, a rank that makes no summing call within that long after MPI_Init
+ * prints NO_ALLREDUCE_MARK on stderr and exits with status 3 (ardlab advise: a job that averages no gradients over
+ * MPI, such as an NCCL or gloo one, is refused within its first seconds, not after a whole run).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SLOTS 4096 /* distinct (bytes, op) pairs; a program with more fails loudly at MPI_Finalize */
 
@@ -257,6 +263,52 @@ int MPI_Iallreduce_c(const void *send, void *recv, MPI_Count count, MPI_Datatype
     return err;
 }
 #endif
+
+#define NO_ALLREDUCE_MARK "ARDLAB-NO-ALLREDUCE"
+
+static void *watch_first_call(void *arg)
+{
+    double limit = *(double *)arg;
+    long long end = now_ns() + (long long)(limit * 1e9);
+    while (now_ns() < end) {
+        if (__atomic_load_n(&timed_calls, __ATOMIC_RELAXED) > 0)
+            return NULL;
+        struct timespec pause = {0, 100000000};
+        nanosleep(&pause, NULL);
+    }
+    if (__atomic_load_n(&timed_calls, __ATOMIC_RELAXED) == 0) {
+        fprintf(stderr, "%s no summing MPI_Allreduce within %g s of MPI_Init\n", NO_ALLREDUCE_MARK, limit);
+        fflush(stderr);
+        _exit(3);
+    }
+    return NULL;
+}
+
+/* Start the watch of the first summing call where ARDLAB_FIRST_ALLREDUCE_S asks for it. */
+static void watch_if_asked(void)
+{
+    static double limit;
+    const char *text = getenv("ARDLAB_FIRST_ALLREDUCE_S");
+    if (!text || (limit = atof(text)) <= 0)
+        return;
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, watch_first_call, &limit) == 0)
+        pthread_detach(thread);
+}
+
+int MPI_Init(int *argc, char ***argv)
+{
+    int err = PMPI_Init(argc, argv);
+    watch_if_asked();
+    return err;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    int err = PMPI_Init_thread(argc, argv, required, provided);
+    watch_if_asked();
+    return err;
+}
 
 int MPI_Finalize(void)
 {

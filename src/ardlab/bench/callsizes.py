@@ -31,6 +31,8 @@ from ardlab.bench.timeloop import compile_against
 SOURCE = Path(__file__).with_name("callsizes.c")
 LIBRARY_FILE = "libardlab_callsizes.so"
 ENV = "ARDLAB_CALLSIZES"  # the folder a rank writes its counts to; unset: nothing is loaded or counted
+# seconds after MPI_Init within which a rank must make a summing Allreduce, or it says so and exits (callsizes.c)
+FIRST_CALL_ENV, NO_ALLREDUCE_MARK = "ARDLAB_FIRST_ALLREDUCE_S", "ARDLAB-NO-ALLREDUCE"
 COLUMNS = ["framework", "model", "library", "library_version", "ranks", "nodes", "setting", "steps", "op", "bytes",
            "calls", "calls_per_step"]
 FRAMEWORKS = ("nn", "tensorflow")
