@@ -75,7 +75,7 @@ def test_a_point_estimate_never_lies_outside_its_interval(seed):
     sp, lo, hi = geomean_speedup_ci(np.outer(b, [1, 2, 3]), np.outer(v, [1, 1.5, 4]), resamples=200, seed=seed)
     assert lo <= sp <= hi
     groups = [np.log(np.divide(*draws(rng, n, 1.1))) for _ in range(int(rng.integers(2, 10)))]
-    sp, lo, hi = pooled_speedup_ci(groups, resamples=200, seed=seed)
+    sp, lo, hi = pooled_speedup_ci(groups)
     assert lo <= sp <= hi
     sp, lo, hi = max_adjusted_ci(b, v, n=int(rng.integers(1, 30)))
     assert lo <= sp <= hi
@@ -94,3 +94,28 @@ def test_pooled_interval_needs_two_groups_and_an_adjusted_interval_is_wider():
     assert lo9 < lo1 and hi9 > hi1
     with pytest.raises(ValueError, match="at least 1, got 0"):
         max_adjusted_ci(b, v, 0)
+
+
+def _simulated_groups(rng, k: int, effect: float, heterogeneity: float, noise: float = 0.1, rounds: int = 5):
+    """`k` groups of per-round log ratios: each group's true log speedup drawn around log(effect) with sd
+    `heterogeneity`, its rounds with a noise of its own (0.5-2x `noise`): what a study's groups look like."""
+    centres = np.log(effect) + rng.normal(0, heterogeneity, k)
+    return [rng.normal(c, noise * rng.uniform(0.5, 2), rounds) for c in centres]
+
+
+@pytest.mark.parametrize("k", [3, 4, 5, 9])
+@pytest.mark.parametrize("heterogeneity", [0.0, 0.1])
+def test_the_pooled_interval_holds_its_level(k, heterogeneity):
+    """Coverage of the pooled interval over 2000 simulated studies, with a shared effect (1.1x) and with 10%
+    heterogeneity between groups: within 93-97% (the two-stage bootstrap it replaced covered 99.4%); where nothing
+    differs, at most 6% of studies significant."""
+    from ardlab.stats import pooled_speedup_ci
+
+    rng = np.random.default_rng(1000 * k + int(100 * heterogeneity))
+    n = 2000
+    covered = sum(lo <= 1.1 <= hi for _, lo, hi in
+                  (pooled_speedup_ci(_simulated_groups(rng, k, 1.1, heterogeneity)) for _ in range(n)))
+    assert 0.93 <= covered / n <= 0.97, covered / n
+    significant = sum(lo > 1 or hi < 1 for _, lo, hi in
+                      (pooled_speedup_ci(_simulated_groups(rng, k, 1.0, heterogeneity)) for _ in range(n)))
+    assert significant / n <= 0.06, significant / n

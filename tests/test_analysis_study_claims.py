@@ -82,8 +82,9 @@ def test_the_control_never_enters_a_best_claim():
     t, picks = study(2)
     t.loc[(t.library == "mpich") & (t.algorithm == "tree"), "img_per_s"] *= 2
     p = pooled_from(t, picks)
-    assert p.loc[("picked_worst", "mpich", sc.ALL_GROUPS), "speedup"] == pytest.approx(2, rel=0.1)
-    assert p.loc[("picked_best", "mpich", sc.ALL_GROUPS), "speedup"] == pytest.approx(1, rel=0.1)
+    for regime in sc.REGIMES:
+        assert p.loc[("picked_worst", "mpich", regime), "speedup"] == pytest.approx(2, rel=0.1)
+        assert p.loc[("picked_best", "mpich", regime), "speedup"] == pytest.approx(1, rel=0.1)
     assert not any(i[2].startswith("largest") for i in p.index if i[0] == "picked_worst")  # no study value
 
 
@@ -93,13 +94,13 @@ def pooled_from(t, picks):
 
 def test_regimes_and_groups_counted_as_groups():
     p = pooled(3, effect=1.5)
-    row = p.loc[("tuned", "mpich", sc.ALL_GROUPS)]
-    assert row.groups == 9 and row.groups_faster == 9 and row.groups_slower == 0
-    assert p.loc[("tuned", "mpich", sc.ONE_PER_NODE), "groups"] == 5
+    row = p.loc[("tuned", "mpich", sc.ONE_PER_NODE)]
+    assert row.groups == 5 and row.groups_faster == 5 and row.groups_slower == 0
     assert p.loc[("tuned", "mpich", sc.TIME_SHARED), "groups"] == 4
+    assert set(p.loc[("tuned", "mpich")].index) == {*sc.REGIMES, "largest of 9"}  # never a pool over both regimes
     assert p.loc[("tuned", "mpich", "largest of 9"), "largest_of"] == 9
     assert row.agreement == "faster, more than the study's"
-    assert p.loc[("tuned", "intelmpi", sc.ALL_GROUPS), "tuning_files"] == "tuning_generic_shm-ofi.dat"
+    assert p.loc[("tuned", "intelmpi", sc.TIME_SHARED), "tuning_files"] == "tuning_generic_shm-ofi.dat"
 
 
 STUDIES = 200  # simulated studies per property: a share near 5% is known to about +-1.5% (binomial)
@@ -109,7 +110,7 @@ def test_no_true_effect_makes_a_significant_pooled_claim_in_at_most_about_5_perc
     significant = largest_holds_1 = 0
     for seed in range(STUDIES):
         p = pooled(1000 + seed, claim="tuned", library="openmpi")
-        row = p.loc[("tuned", "openmpi", sc.ALL_GROUPS)]
+        row = p.loc[("tuned", "openmpi", sc.ONE_PER_NODE)]
         significant += row.ci_low > 1 or row.ci_high < 1
         top = p.loc[("tuned", "openmpi", "largest of 9")]
         largest_holds_1 += top.ci_low <= 1 <= top.ci_high
@@ -121,7 +122,8 @@ def test_no_true_effect_makes_a_significant_pooled_claim_in_at_most_about_5_perc
 def test_a_true_speedup_is_recovered_within_its_interval_in_about_95_percent():
     hits = 0
     for seed in range(STUDIES):
-        row = pooled(2000 + seed, effect=1.2, claim="tuned", library="mpich").loc[("tuned", "mpich", sc.ALL_GROUPS)]
+        row = pooled(2000 + seed, effect=1.2, claim="tuned", library="mpich").loc[("tuned", "mpich",
+                                                                                    sc.ONE_PER_NODE)]
         hits += row.ci_low <= 1.2 <= row.ci_high
     assert 0.92 <= hits / STUDIES <= 1.0, hits
 

@@ -11,9 +11,9 @@ difference before claiming it).
   each round's pair together (the two were measured minutes apart, so the machine's drift between rounds cancels).
   The point estimate always lies inside its interval (a ratio of two medians, which can come from different rounds,
   need not).
-- ``pooled_speedup_ci``: one speedup over several comparison groups (the geometric mean of the groups' estimates,
-  each group weighted alike) with a two-stage bootstrap interval: groups resampled, then rounds within each drawn
-  group, so that it accounts for the spread between groups and within them.
+- ``pooled_speedup_ci``: one speedup over several comparison groups of one regime (the geometric mean of the groups'
+  estimates, each group weighted alike) with a t interval over the group estimates, which carry the spread within
+  each group and between groups once each (it holds its level in simulation; no seed moves it).
 - ``max_adjusted_ci``: the interval of one comparison chosen as the largest of N, at level 1 - (1 - confidence) / N
   (Bonferroni; for the largest of N it is Holm's first step), a t interval on the per-round log ratios: 5 rounds
   cannot reach such a level without a model (a bootstrap interval never leaves the range of the ratios, which all
@@ -102,31 +102,25 @@ def speedup_ci(baseline, variant, confidence: float = CONFIDENCE, resamples: int
     return (point, *_bootstrap_bounds(point, np.exp(r[idx].mean(axis=1)), confidence, len(r)))
 
 
-def pooled_speedup_ci(groups: list, confidence: float = CONFIDENCE, resamples: int = BOOTSTRAP,
-                      seed: int = 0) -> tuple[float, float, float]:
-    """(speedup, lower, upper) pooled over comparison groups: `groups` holds each group's per-round log ratios
-    (``log_ratios``). The estimate is exp(mean over groups of each group's mean log ratio); the interval a two-stage
-    bootstrap (groups with replacement, then each drawn group's rounds with replacement). Groups with fewer than
+def pooled_speedup_ci(groups: list, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """(speedup, lower, upper) pooled over comparison groups of one regime: `groups` holds each group's per-round log
+    ratios (``log_ratios``). The estimate is exp(mean over groups of each group's mean log ratio); the interval a t
+    interval over those group means (k - 1 degrees of freedom): each group mean carries its own rounds' noise and the
+    spread between groups once, so the interval holds its level, and it is the same whatever the seed (there is
+    none). Simulated (tests/test_analysis_stats.py): 94-96% coverage at 3-9 groups of 5 rounds, with a shared effect
+    and with 10% heterogeneity between groups, and 3.5-6% significant where nothing differs; the two-stage bootstrap it
+    replaces counted the within-group variance twice (99.4% coverage, issue 53's audit). Groups with fewer than
     MIN_ROUNDS rounds are left out; with fewer than 2 groups left there is no interval (NaN)."""
     groups = [np.asarray(g, dtype=float) for g in groups]
     groups = [g[~np.isnan(g)] for g in groups]
-    groups = [g for g in groups if len(g) >= MIN_ROUNDS]
-    if not groups:
+    means = np.array([g.mean() for g in groups if len(g) >= MIN_ROUNDS])
+    if not len(means):
         return (np.nan,) * 3
-    point = float(np.exp(np.mean([g.mean() for g in groups])))
-    if len(groups) < 2:
+    point = float(np.exp(means.mean()))
+    if len(means) < 2:
         return point, np.nan, np.nan
-    n = np.array([len(g) for g in groups])
-    padded = np.full((len(groups), n.max()), np.nan)
-    for i, g in enumerate(groups):
-        padded[i, :len(g)] = g
-    rng = np.random.default_rng(seed)
-    drawn = rng.integers(0, len(groups), size=(resamples, len(groups)))  # which groups
-    rounds = (rng.random((resamples, len(groups), n.max())) * n[drawn][..., None]).astype(int)  # their rounds
-    values = padded[drawn[..., None], rounds]
-    values = np.where(np.arange(n.max()) < n[drawn][..., None], values, np.nan)
-    draws = np.exp(np.nanmean(np.nanmean(values, axis=2), axis=1))
-    return (point, *_bootstrap_bounds(point, draws, confidence, len(groups)))
+    half = stats.t.ppf(1 - (1 - confidence) / 2, len(means) - 1) * means.std(ddof=1) / np.sqrt(len(means))
+    return point, float(np.exp(means.mean() - half)), float(np.exp(means.mean() + half))
 
 
 def max_adjusted_ci(baseline, variant, n: int, confidence: float = CONFIDENCE) -> tuple[float, float, float]:

@@ -31,7 +31,8 @@ claim of either run, measured or not in the other, and the shares that replicate
 `ardlab report --regimes RUN... --output DIR` puts the selection_vs_share points of reported runs at different link
 rates in one table (DIR/tables/regimes) and one figure (DIR/figures/speedup_vs_allreduce_share), the runs' pooled
 claims side by side (DIR/tables/study_vs_ardlab; the table of the tuned files and the across-library claim is
-DIR/tables/study_headline.md, pooled over every group alone DIR/tables/study_headline_short.md, the README's) and a
+DIR/tables/study_headline.md; per regime, one rank a node first, DIR/tables/study_headline_short.md, the
+README's) and a
 forest figure per claim
 (DIR/figures/forest_<claim>) (``versus_study``).
 """

@@ -129,7 +129,7 @@ def headline(runs: list[str | Path]) -> pd.DataFrame:
         return t
     t = t[t.claim.isin(HEADLINE_CLAIMS)]
     order = {"claim": {c: i for i, c in enumerate(HEADLINE_CLAIMS)},
-             "regime": {sc.ONE_PER_NODE: 0, sc.TIME_SHARED: 1, sc.ALL_GROUPS: 2},
+             "regime": {r: i for i, r in enumerate(sc.REGIMES)},
              "run": {str(Path(r)): i for i, r in enumerate(runs)}}
     keys = t.assign(o_claim=t.claim.map(order["claim"]), o_regime=t.regime.map(order["regime"]).fillna(3),
                     o_run=t.run.map(order["run"]))
@@ -146,8 +146,9 @@ def _cell(r) -> str:
 
 
 README_CLAIMS = ("tuned", "fastest_over_slowest_default")  # the claims of study_headline.md
-# the README's front page (study_headline_short.md): those claims pooled over every group, the runs' cells alone
-README_REGIMES = (sc.ALL_GROUPS,)
+# the README's front page (study_headline_short.md): those claims pooled within each regime, one rank a node first,
+# the runs' cells alone
+README_REGIMES = sc.REGIMES
 
 
 def _said(g: pd.DataFrame) -> str:
@@ -164,7 +165,8 @@ def headline_markdown(t: pd.DataFrame, runs: list[str | Path], claims: tuple[str
     per run (its link rate and folder), each cell the pooled speedup with its 95% interval (bold where it excludes
     1), a largest single group as "largest of N" with its adjusted interval; Intel MPI named with its tuning file;
     the last column says what the intervals say against the study's value (``study_claims.agreement``; left out
-    with `said` False). `regimes`: only those (e.g. the pooled "all groups"), default every one."""
+    with `said` False). `regimes`: only those, in that order (the regime first, then claim and library), default
+    every one in the table's order."""
     from ardlab.cluster.links import rate_text
 
     rate = t.drop_duplicates("run").set_index("run").link_rate.to_dict()
@@ -176,9 +178,11 @@ def headline_markdown(t: pd.DataFrame, runs: list[str | Path], claims: tuple[str
     columns = ["claim (the study's value), regime", "groups", *map(heading, runs)]
     columns += ["what the intervals say"] if said else []
     rows = []
-    for (claim, lib, regime), g in t[t.claim.isin(claims)].groupby(["claim", "library", "regime"], sort=False):
-        if regimes is not None and regime not in regimes:
-            continue
+    t = t[t.claim.isin(claims)]
+    if regimes is not None:
+        t = t[t.regime.isin(regimes)]
+        t = t.iloc[np.argsort(t.regime.map({r: i for i, r in enumerate(regimes)}).to_numpy(), kind="stable")]
+    for (claim, lib, regime), g in t.groupby(["claim", "library", "regime"], sort=False):
         first = g.iloc[0]
         files = sorted({f for x in g.tuning_files if isinstance(x, str) for f in x.split(";") if f})
         text = first.text + (f" ({', '.join(f'`{f}`' for f in files)})" if files else "")
