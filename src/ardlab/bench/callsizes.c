@@ -157,13 +157,23 @@ static long long count_call(long long count, MPI_Datatype datatype, MPI_Op op)
     return bytes;
 }
 
+/* After an Allreduce call that started at t0: a summing one's time, and a non-blocking one's request (`request`,
+ * NULL for a blocking call) kept, so that its completion is timed too. */
+static void timed(MPI_Op op, long long bytes, long long t0, int err, const MPI_Request *request)
+{
+    if (op != MPI_SUM)
+        return;
+    add_time(now_ns() - t0, 1, bytes);
+    if (request && err == MPI_SUCCESS)
+        remember(*request);
+}
+
 int MPI_Allreduce(const void *send, void *recv, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
     long long bytes = count_call(count, datatype, op);
     long long t0 = now_ns();
     int err = PMPI_Allreduce(send, recv, count, datatype, op, comm);
-    if (op == MPI_SUM)
-        add_time(now_ns() - t0, 1, bytes);
+    timed(op, bytes, t0, err, NULL);
     return err;
 }
 
@@ -174,11 +184,7 @@ int MPI_Iallreduce(const void *send, void *recv, int count, MPI_Datatype datatyp
     long long bytes = count_call(count, datatype, op);
     long long t0 = now_ns();
     int err = PMPI_Iallreduce(send, recv, count, datatype, op, comm, request);
-    if (op == MPI_SUM) {
-        add_time(now_ns() - t0, 1, bytes);
-        if (err == MPI_SUCCESS)
-            remember(*request);
-    }
+    timed(op, bytes, t0, err, request);
     return err;
 }
 
@@ -244,8 +250,7 @@ int MPI_Allreduce_c(const void *send, void *recv, MPI_Count count, MPI_Datatype 
     long long bytes = count_call((long long)count, datatype, op);
     long long t0 = now_ns();
     int err = PMPI_Allreduce_c(send, recv, count, datatype, op, comm);
-    if (op == MPI_SUM)
-        add_time(now_ns() - t0, 1, bytes);
+    timed(op, bytes, t0, err, NULL);
     return err;
 }
 
@@ -255,11 +260,7 @@ int MPI_Iallreduce_c(const void *send, void *recv, MPI_Count count, MPI_Datatype
     long long bytes = count_call((long long)count, datatype, op);
     long long t0 = now_ns();
     int err = PMPI_Iallreduce_c(send, recv, count, datatype, op, comm, request);
-    if (op == MPI_SUM) {
-        add_time(now_ns() - t0, 1, bytes);
-        if (err == MPI_SUCCESS)
-            remember(*request);
-    }
+    timed(op, bytes, t0, err, request);
     return err;
 }
 #endif
