@@ -146,8 +146,8 @@ def test_the_report_lists_a_disagreeing_variant_and_claims_nothing_from_it(tmp_p
 
 
 def _reported_run(folder, rate: str | None, speedup: float):
-    """A run folder as `ardlab report` and the run_info rule leave it: its selection_vs_share and study_vs_ardlab
-    tables and run.yaml."""
+    """A run folder as `ardlab report` and the run_info rule leave it: its selection_vs_share, study_vs_ardlab,
+    study_groups and training_throughput tables and run.yaml."""
     import yaml
 
     t = _rows({**RATES, ("mpich", "ring"): 100.0 * speedup}, share=SHARE).assign(link_rate=rate)
@@ -156,6 +156,7 @@ def _reported_run(folder, rate: str | None, speedup: float):
     vs.points(r, t).to_csv(folder / "tables" / "selection_vs_share.csv", index=False)
     vs.table(r).to_csv(folder / "tables" / "study_vs_ardlab.csv", index=False)
     sc.groups(r).to_csv(folder / "tables" / "study_groups.csv", index=False)
+    cmp.training(t).to_csv(folder / "tables" / "training_throughput.csv", index=False)
     (folder / "run.yaml").write_text(yaml.safe_dump({"config": {"link_rate": rate} if rate else {}}))
     return folder
 
@@ -194,3 +195,27 @@ def test_regimes_name_the_run_that_cannot_be_read(tmp_path):
     one_node = _reported_run(tmp_path / "local", None, 1.1)
     with pytest.raises(ValueError, match=r"local/run.yaml names no link_rate"):
         vs.regimes([one_node])
+
+
+def test_the_ranking_quality_of_a_run(tmp_path):
+    """Per group: the rank correlation of the pick file's predicted Allreduce time against the trained time per
+    image, where the predicted fastest trained; here the prediction orders 3 of 4 variants as training does, and its
+    fastest trained second."""
+    run = tmp_path / "run"
+    (run / "picks" / "train" / "alexnet-blocking").mkdir(parents=True)
+    (run / "tables").mkdir()
+    (run / "run.yaml").write_text("config:\n  link_rate: 1gbit\n")
+    pd.DataFrame({"library": ["mpich", "mpich", "openmpi", "openmpi"], "algorithm": ["default", "ring", "default",
+                                                                                    "ring"],
+                  "predicted_us_per_step": [100, 50, 200, 400], "pick": ["", "best", "", "best;worst"]}).to_csv(
+        run / "picks" / "train" / "alexnet-blocking" / "n2-r2.csv", index=False)
+    pd.DataFrame({"group": "train/alexnet-blocking/n2-r2", "library": ["mpich", "mpich", "openmpi", "openmpi"],
+                  "algorithm": ["default", "ring", "default", "ring"], "img_per_s": [110.0, 100.0, 90.0, 50.0],
+                  "time_shared": False}).to_csv(run / "tables" / "training_throughput.csv", index=False)
+    r = vs.ranking([run])
+    (row,) = r.to_dict("records")
+    assert row["variants"] == 4 and row["predicted_fastest"] == "mpich/ring" and row["its_trained_rank"] == 2
+    assert row["trained_fastest"] == "mpich/default" and not row["predicted_fastest_trained_fastest"]
+    assert row["rank_correlation"] == pytest.approx(0.8) and row["regime"] == sc.ONE_PER_NODE
+    (summary,) = vs.ranking_summary(r).to_dict("records")
+    assert summary["predicted_fastest_trained_fastest"] == "0 of 1" and summary["groups"] == 1

@@ -158,8 +158,9 @@ def compare_runs(run_a: str | Path, run_b: str | Path, output: str | Path) -> li
 def regimes_report(runs: list[str | Path], output: str | Path) -> list[Path]:
     """`ardlab report --regimes RUN...`: the selections' training speedups against the Allreduce share, every run's
     points (each its link rate) in one table and one figure under `output`, the runs' pooled claims side by side
-    (tables/study_vs_ardlab.csv, and .md as the README shows it), every group of every run (tables/study_groups) and
-    a forest figure per claim (figures/forest_<claim>)."""
+    (tables/study_vs_ardlab.csv, and .md as the README shows it), every group of every run (tables/study_groups), how
+    well the microbenchmark's ranking predicted training per group and run (tables/prediction_quality, and its
+    summary per run and regime) and a forest figure per claim (figures/forest_<claim>)."""
     pts = versus_study.regimes(runs)
     output = Path(output)
     head = versus_study.headline(runs)
@@ -168,7 +169,10 @@ def regimes_report(runs: list[str | Path], output: str | Path) -> list[Path]:
     pooled = versus_study.runs_table(runs, "study_vs_ardlab")
     tables, figs = output / "tables", output / "figures"
     forests = [p for c in study_claims.CLAIMS for p in versus_study.forest(groups, pooled, c.key, figs)]
+    ranked = versus_study.ranking(runs)
     return (save_frame(pts, tables / "regimes") + save_frame(groups, tables / "study_groups")
+            + save_frame(ranked, tables / "prediction_quality")
+            + save_frame(versus_study.ranking_summary(ranked), tables / "prediction_quality_summary")
             + [write_csv(tables / "study_vs_ardlab.csv", list(head.columns), head.to_dict("records")),
                save_markdown(columns, rows, tables / "study_vs_ardlab.md"),
                save_markdown(*versus_study.headline_markdown(head, runs, versus_study.README_CLAIMS),

@@ -120,6 +120,60 @@ def runs_table(runs: list[str | Path], name: str) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+RANKING_COLUMNS = ["run", "link_rate", "group", "regime", "variants", "rank_correlation", "predicted_fastest",
+                   "its_trained_rank", "trained_fastest", "predicted_fastest_trained_fastest",
+                   "predicted_fastest_among_two_slowest"]
+RANKING_SUMMARY_COLUMNS = ["run", "link_rate", "regime", "groups", "median_rank_correlation",
+                           "predicted_fastest_trained_fastest", "predicted_fastest_among_two_slowest"]
+
+
+def ranking(runs: list[str | Path]) -> pd.DataFrame:
+    """How well the microbenchmark's ranking predicts training, per run and group: over the variants that carry a
+    prediction (each library's default and picked best and worst: ``read_picks``) and were trained
+    (``training_throughput`` as each run's report wrote it, the median img/s over its rounds), the rank correlation
+    (Spearman) of predicted Allreduce time per step against trained time per image (1 / img/s; 1: the prediction
+    orders them as training does), where the predicted fastest ranked in training (1: fastest), and whether it
+    trained fastest or among the two slowest. Chosen without looking at training: the prediction is the pick file's."""
+    from scipy import stats
+
+    rows = []
+    for run in map(Path, runs):
+        rate = recorded_config(run).get("link_rate") or ""
+        picks = read_picks(run)
+        trained = _reported_table(run, "training_throughput")
+        for group, g in trained.groupby("group", sort=True):
+            predicted = {f"{lib}/{alg}": t for lib, lp in picks.get(group, {}).items()
+                         for alg, t in lp.get("predicted", {}).items()}
+            rate_of = dict(zip(g.library + "/" + g.algorithm, g.img_per_s.astype(float)))
+            both = sorted(v for v in predicted if v in rate_of)
+            if len(both) < 3:
+                continue
+            pred = np.array([predicted[v] for v in both])
+            per_image = np.array([1 / rate_of[v] for v in both])
+            order = stats.rankdata(per_image)  # 1: trained fastest
+            fastest = both[int(np.argmin(pred))]
+            rows.append({"run": str(run), "link_rate": str(rate), "group": group,
+                         "regime": sc.regime_of(bool(g.time_shared.astype(bool).any())), "variants": len(both),
+                         "rank_correlation": float(stats.spearmanr(pred, per_image).statistic),
+                         "predicted_fastest": fastest, "its_trained_rank": int(order[both.index(fastest)]),
+                         "trained_fastest": both[int(np.argmin(per_image))],
+                         "predicted_fastest_trained_fastest": fastest == both[int(np.argmin(per_image))],
+                         "predicted_fastest_among_two_slowest": order[both.index(fastest)] >= len(both) - 1})
+    return pd.DataFrame(rows, columns=RANKING_COLUMNS)
+
+
+def ranking_summary(r: pd.DataFrame) -> pd.DataFrame:
+    """``ranking`` per run and regime: the groups, the median rank correlation, and the shares of groups where the
+    predicted fastest trained fastest and where it trained among the two slowest."""
+    r = r.iloc[np.argsort(r.regime.map({x: i for i, x in enumerate(sc.REGIMES)}).to_numpy(), kind="stable")]
+    rows = [{"run": run, "link_rate": rate, "regime": regime, "groups": len(g),
+             "median_rank_correlation": float(g.rank_correlation.median()),
+             "predicted_fastest_trained_fastest": f"{int(g.predicted_fastest_trained_fastest.sum())} of {len(g)}",
+             "predicted_fastest_among_two_slowest": f"{int(g.predicted_fastest_among_two_slowest.sum())} of {len(g)}"}
+            for (regime, run, rate), g in r.groupby(["regime", "run", "link_rate"], sort=False)]
+    return pd.DataFrame(rows, columns=RANKING_SUMMARY_COLUMNS)
+
+
 def headline(runs: list[str | Path]) -> pd.DataFrame:
     """The pooled claims of several runs (``study_vs_ardlab`` as each run's `report` wrote it), one row per claim,
     library, regime and run, in the README's order: per library its tuned file and its pick over its default (the
