@@ -32,3 +32,27 @@ def test_the_advise_example_is_a_committed_answer():
     for path in named:
         table = [line for line in (ROOT / path).read_text().splitlines() if line.startswith("|")]
         assert table and "\n".join(table) in README, path
+
+
+def test_the_study_sections_numbers_are_the_tables():
+    """The words under the README's study table are made from the committed pooled claims
+    (results/study/tables/study_vs_ardlab.csv): each range and count recomputed here."""
+    import pandas as pd
+
+    t = pd.read_csv(ROOT / "results" / "study" / "tables" / "study_vs_ardlab.csv")
+
+    def span(claim: str, regime: str, library: str | None = None) -> str:
+        x = t[(t.claim == claim) & (t.regime == regime) & ((t.library == library) if library else True)].speedup
+        return f"{x.min():.2f}-{x.max():.2f}x"
+
+    assert f"tuned files train {span('tuned', '1 rank a node')} their" in README
+    assert f"predicted slowest default {span('fastest_over_slowest_default', '1 rank a node')};" in README
+    shared = "ranks time-share the cores"
+    assert f"generic one is {span('tuned', shared, 'intelmpi')}, not" in " ".join(README.split())
+    across = t[(t.claim == "fastest_over_slowest_default") & (t.regime == shared)]
+    significant = int(((across.ci_low > 1) | (across.ci_high < 1)).sum())
+    text = " ".join(README.split())
+    assert (f"the across-library gap {span('fastest_over_slowest_default', shared)} is significant in "
+            f"{significant} of the {len(across)} runs") in text
+    one = t[(t.regime == "1 rank a node") & t.claim.isin(["tuned", "fastest_over_slowest_default"])]
+    assert all((one.ci_high < one.study) | (one.ci_low > one.study)), "every interval excludes the study's"
