@@ -154,3 +154,14 @@ def test_threads_never_exceed_a_ranks_share_of_the_cores():
     with pytest.raises(ValueError, match=rf"{cores} threads per rank x 2 ranks is more than the {cores} cores here "
                                          rf"\(a rank's share: {max(1, cores // 2)}\)"):
         driver.local_threads(plan(2, cores))
+
+
+def test_train_without_a_batch_option_takes_the_default(tmp_path):
+    """`ardlab train` with neither --batch-per-rank nor --global-batch trains at the documented default (the ranks
+    once refused it after launching)."""
+    from ardlab.cli import TRAIN_BATCH_PER_RANK
+
+    out = tmp_path / "row.csv"
+    ardlab("train", "--library", "mpich", "--ranks", 2, "--model", "lenet5", "--steps", 2, "--output", out,
+           "--no-progress")
+    assert int(next(csv.DictReader(out.open()))["batch_per_rank"]) == TRAIN_BATCH_PER_RANK

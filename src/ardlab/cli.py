@@ -193,12 +193,17 @@ def _print_latencies(rows: list[dict]) -> None:
             print(line)
 
 
+TRAIN_BATCH_PER_RANK = 32  # `ardlab train` without --batch-per-rank or --global-batch (as train-tf's default)
+
+
 def _train(args: argparse.Namespace) -> int:
     from ardlab.nn.trainer import TrainConfig, run_plan
 
     lib, ranks, nodes = _library(args, training=True)
     options = _option_values(args, TrainConfig)
     options.update(batch_per_rank=args.batch_per_rank, global_batch=args.global_batch)
+    if args.batch_per_rank is None and args.global_batch is None:
+        options["batch_per_rank"] = TRAIN_BATCH_PER_RANK
     options["input_shape"] = [int(v) for v in args.input_shape.split("x")] if args.input_shape else None
     plan = run_plan(lib, ranks=ranks, algorithm=args.algorithm, tuned=args.tuned, options=options, nodes=nodes,
                     **_launch_settings(args))
@@ -414,8 +419,9 @@ def _train_parser(s):
     _add_options(t, TrainConfig)
     t.add_argument("--input-shape", help="synthetic data shape HxWxC (default 32x32x3); images: HxW to resize to")
     b = t.add_mutually_exclusive_group()
-    b.add_argument("--batch-per-rank", type=int)
-    b.add_argument("--global-batch", type=int)
+    b.add_argument("--batch-per-rank", type=int, help=f"images per rank and step (default {TRAIN_BATCH_PER_RANK} "
+                   "when --global-batch is not given either)")
+    b.add_argument("--global-batch", type=int, help="images per step over all ranks")
 
 
 def _train_tf_parser(s):
