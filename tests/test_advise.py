@@ -177,6 +177,48 @@ def test_a_job_that_makes_no_allreduce_is_refused_within_its_first_seconds(tmp_p
         run.Job("tensorflow", None, 2, command=[str(early)], first_call_s=0)
 
 
+@pytest.mark.parametrize("budget_min", [5, 10, 30, 60])
+def test_racing_leaves_the_proofs_and_the_check_their_time_on_a_fake_clock(budget_min, monkeypatch):
+    """Racing on a fake clock (a microbenchmark launch takes a 60th of the budget, 5-60 s): a round starts only
+    where it, the proofs (2 a library, 3 launches each) and the training check (a tenth of the budget) still fit, so
+    what racing leaves is at least that reserve, for any budget from 5 to 60 minutes."""
+    now = [0.0]
+    calls = pd.DataFrame({"op": ["sum"], "bytes": [4096], "calls_per_step": [10.0]})
+    launch_s = budget_min * 60 / 60
+
+    def bench_round(job, alive, sizes, r, seed, mib):
+        now[0] += launch_s * sum(len(v) for v in alive.values())
+        return pd.DataFrame([{"library": lib, "algorithm": a, "size_bytes": 4096, "avg_us": 100.0 + i, "ranks": 2,
+                              "nodes": 1, "round": r} for lib, names in alive.items() for i, a in enumerate(names)])
+
+    monkeypatch.setattr(run, "_bench_round", bench_round)
+    settings = run.Settings(["mpich", "openmpi"], budget_min * 60, rounds=1000)
+    check_s = settings.budget_s / 10
+    deadline = settings.budget_s
+    bench, pred, log, probe_s = run.race(run.Job("tensorflow", "alexnet", 2), settings, calls, [4096], deadline,
+                                         check_s, clock=lambda: now[0])
+    reserve = check_s + 2 * run.PROBES_RESERVED * probe_s
+    assert probe_s == pytest.approx(run.PROBE_LAUNCHES * launch_s)
+    assert now[0] + reserve <= deadline, (now[0], reserve, deadline)
+    rounds = [e for e in log if "measured" in e]
+    assert log[-1]["event"].startswith("stopped:") and rounds  # it raced until the reserve, no further
+    assert now[0] + rounds[-1]["seconds"] + reserve > deadline  # one more round would not have fitted
+
+
+def test_a_tuned_file_without_time_for_its_proofs_is_left_out(tmp_path):
+    from ardlab.advise import prove
+
+    times = {64: {"default": 5.0, "recursive_doubling": 3.0, "ring": 9.0},
+             1 << 20: {"default": 150.0, "recursive_doubling": 300.0, "ring": 100.0}}
+    bench = pd.DataFrame([{"library": "openmpi", "algorithm": a, "ranks": 2, "nodes": 1, "size_bytes": size,
+                           "avg_us": t, "round": 0} for size, by in times.items() for a, t in by.items()])
+    files, log = run.proven_tuned(run.Job("tensorflow", "alexnet", 2), bench, tmp_path, {},
+                                  lambda *a: prove.PROVEN, lambda *a: prove.PROVEN, out_of_time=lambda: True)
+    assert files == {} and log == [{"library": "openmpi", "algorithm": "tuned",
+                                    "left_out": "the budget: no time left to prove it"}]
+    assert not list(tmp_path.iterdir())
+
+
 def test_a_step_is_the_period_of_its_calls():
     """A timeline as callsizes.c wrote it for the example script under MPICH (2 ranks, 12 timed steps after a warm-up
     step): Horovod splits each step's 4283176 bytes of gradients into 2 calls of varying sizes; a step ends where the

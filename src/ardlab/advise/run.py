@@ -310,26 +310,37 @@ def predicted(bench, calls):
     return pd.concat(frames, ignore_index=True)
 
 
+# What racing leaves time for after its last round, besides the training check: the proofs, PROBES_RESERVED a
+# library (its pick's and its tuned file's), each about PROBE_LAUNCHES microbenchmark launches (gdb on every rank:
+# measured 1.7-2.6 s a probe at 2 ranks here against 0.6-1.4 s a microbenchmark launch).
+PROBES_RESERVED, PROBE_LAUNCHES = 2, 3
+
+
 def race(job: Job, settings: Settings, calls, sizes: list[int], deadline: float, check_estimate_s: float,
-         tick=lambda: None):
-    """The racing rounds: (every microbenchmark row, per-round predictions, the race's log)."""
+         tick=lambda: None, clock=time.monotonic):
+    """The racing rounds: (every microbenchmark row, per-round predictions, the race's log, the seconds a probe is
+    estimated to take). A round starts only where it, the proofs (``PROBES_RESERVED`` a library, each
+    ``PROBE_LAUNCHES`` launches of the last round's) and the training check (`check_estimate_s`) fit before
+    `deadline` (on `clock`)."""
     import pandas as pd
 
     from ardlab.advise.race import to_drop
     from ardlab.comm.libraries import DEFAULT
 
     alive = {lib: candidates(lib, job, sizes) for lib in settings.libraries}
-    rows, log, round_s = [], [], 0.0
+    rows, log, round_s, probe_s = [], [], 0.0, 0.0
     for r in range(settings.rounds):
-        if r > 0 and time.monotonic() + round_s + check_estimate_s > deadline:
-            log.append({"round": r, "event": "stopped: the next round and the training check would exceed the "
-                                              "budget"})
+        reserve = check_estimate_s + len(alive) * PROBES_RESERVED * probe_s
+        if r > 0 and clock() + round_s + reserve > deadline:
+            log.append({"round": r, "event": f"stopped: the next round ({round_s:.0f} s), the proofs and the training "
+                                              f"check ({reserve:.0f} s) would exceed the budget"})
             break
-        started = time.monotonic()
-        rows.append(_bench_round(job, alive, sizes, r, settings.seed, settings.bench_mib))
-        round_s = time.monotonic() - started
-        pred = predicted(pd.concat(rows, ignore_index=True), calls)
+        started = clock()
         measured = sum(len(v) for v in alive.values())
+        rows.append(_bench_round(job, alive, sizes, r, settings.seed, settings.bench_mib))
+        round_s = clock() - started
+        probe_s = PROBE_LAUNCHES * round_s / measured
+        pred = predicted(pd.concat(rows, ignore_index=True), calls)
         left = []
         for lib in list(alive):
             p = pred[pred["library"] == lib].pivot_table(index="round", columns="algorithm",
@@ -340,7 +351,7 @@ def race(job: Job, settings: Settings, calls, sizes: list[int], deadline: float,
             left += [f"{lib}/{a}" for a in sorted(gone)]
         log.append({"round": r, "measured": measured, "seconds": round(round_s, 1), "dropped": " ".join(left)})
         tick()
-    return pd.concat(rows, ignore_index=True), pred, log  # pred: of every round so far
+    return pd.concat(rows, ignore_index=True), pred, log, probe_s  # pred: of every round so far
 
 
 def ranked(predictions) -> dict[str, list[str]]:
@@ -375,15 +386,16 @@ def write_tuned(job: Job, bench, folder: Path, allowed: dict[str, set[str]] | No
 
 
 def proven_tuned(job: Job, bench, folder: Path, verdicts: dict[tuple[str, str], str],
-                 prover: Callable[[str, str, int], str], file_prover: Callable[[str, str, str, int], str]
-                 ) -> tuple[dict[str, str], list[dict]]:
+                 prover: Callable[[str, str, int], str], file_prover: Callable[[str, str, str, int], str],
+                 out_of_time: Callable[[], bool] = lambda: False) -> tuple[dict[str, str], list[dict]]:
     """Tuned files that hold only what ran what it names at this scale (``ardlab.advise.prove``): each library's
     ranges from its raced rows, less the algorithms the table knows to run another at the job's ranks
     (``runs_instead``) and those whose proof is a silent fallback; every range's winner is proven first (`verdicts`:
     the proofs made so far, (library, algorithm) -> verdict; `prover(library, algorithm, count)` makes the others),
     and a fallback leaves and the ranges are made again. The file itself is then probed once in each range
     (`file_prover(library, file, algorithm the range names, count)`: the verdict with the file in force) and offered
-    only where every range runs what it names. Returns (library -> file, the log of what was left out and why)."""
+    only where every range runs what it names; where `out_of_time()` says so before a probe, the library's file is
+    left out (the budget). Returns (library -> file, the log of what was left out and why)."""
     import pandas as pd
 
     from ardlab.advise.prove import PICKABLE
@@ -404,9 +416,11 @@ def proven_tuned(job: Job, bench, folder: Path, verdicts: dict[tuple[str, str], 
             if lib not in files:
                 break
             ranges = tuned.read_ranges(files[lib])
-            for r in ranges:
-                if (lib, r.algorithm) not in verdicts:
-                    verdicts[lib, r.algorithm] = prover(lib, r.algorithm, _count_in(r, sizes))
+            unproven = [r for r in ranges if (lib, r.algorithm) not in verdicts]
+            if unproven and out_of_time():
+                break
+            for r in unproven:
+                verdicts[lib, r.algorithm] = prover(lib, r.algorithm, _count_in(r, sizes))
             bad = {r.algorithm for r in ranges if verdicts[lib, r.algorithm] not in PICKABLE}
             if not bad:
                 break
@@ -414,6 +428,10 @@ def proven_tuned(job: Job, bench, folder: Path, verdicts: dict[tuple[str, str], 
             allowed -= bad
             _drop(files[lib])
         if lib not in files:
+            continue
+        if out_of_time():
+            log.append({"library": lib, "algorithm": "tuned", "left_out": "the budget: no time left to prove it"})
+            _drop(files[lib])
             continue
         wrong = [(r, v) for r in tuned.read_ranges(files[lib])
                  if (v := file_prover(lib, files[lib], r.algorithm, _count_in(r, sizes))) not in PICKABLE]
@@ -551,8 +569,8 @@ def advise(job: Job, settings: Settings) -> Advice:
                          f"give at least {need:.0f}m")
     tick("racing")
     t0 = time.monotonic()
-    advice.bench, advice.predictions, advice.race = race(job, settings, calls, sizes, deadline, check_estimate,
-                                                         tick=lambda: tick("racing"))
+    advice.bench, advice.predictions, advice.race, probe_s = race(job, settings, calls, sizes, deadline,
+                                                                  check_estimate, tick=lambda: tick("racing"))
     advice.seconds["microbench"] = time.monotonic() - t0
     tick("proving the picks")
     from ardlab.advise import prove
@@ -566,7 +584,8 @@ def advise(job: Job, settings: Settings) -> Advice:
         advice.tuned, advice.tuned_log = proven_tuned(
             job, advice.bench, Path(settings.output) / "tuned", verdicts,
             lambda lib, alg, n: prove.probe_pick(job, lib, alg, n)[0],
-            lambda lib, path, alg, n: prove.probe_tuned(job, lib, path, alg, n))
+            lambda lib, path, alg, n: prove.probe_tuned(job, lib, path, alg, n),
+            lambda: time.monotonic() + probe_s + check_estimate > deadline)
     tick("training check")
     t0 = time.monotonic()
     advice.check = check_training(job, settings, advice.picks, advice.tuned)
