@@ -65,7 +65,28 @@ def load_if_asked(training: bool = False) -> None:
         raise FileNotFoundError(f"the Allreduce call counter {path} is missing: set up the environment again "
                                 f"(containers/setup-envs), or build it with `{sys.executable} -m "
                                 "ardlab.bench.callsizes build`")
-    ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+    _load_intel_libfabric(ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL))
+
+
+def _load_intel_libfabric(counter) -> None:
+    """Where the counter brought Intel MPI's libmpi into the process, load its libfabric as mpi4py would have
+    (mpi4py._mpiabi does so only when it loads libmpi itself, and with an MPI library already in the process it loads
+    none): libfabric.so.1 from the environment, FI_PROVIDER_PATH to its providers. Without it Intel MPI's
+    MPI_Init fails across nodes (OFI; seen under srun on 2 emulated nodes)."""
+    if not hasattr(counter, "I_MPI_Check_image_status"):
+        return
+    internal = os.environ.get("I_MPI_OFI_LIBRARY_INTERNAL", "").lower() not in ("0", "no", "off", "false", "disable")
+    if not internal or os.environ.get("I_MPI_FABRICS") == "shm":
+        return
+    root = Path(sys.prefix)
+    for sub in (("opt", "mpi", "libfabric", "lib"), ("libfabric", "lib"), ("libfabric",), ("lib", "libfabric"),
+                ("lib",)):
+        found = root.joinpath(*sub, "libfabric.so.1")
+        if found.is_file():
+            providers = found.parent / "prov"
+            os.environ.setdefault("FI_PROVIDER_PATH", str(providers if providers.is_dir() else found.parent))
+            ctypes.CDLL(str(found), mode=ctypes.RTLD_GLOBAL)
+            return
 
 
 def read(folder: str | Path, ranks: int):
