@@ -29,18 +29,29 @@ ANSWERED, INCONCLUSIVE = "answered", "inconclusive"
 EXIT_CODES = {ANSWERED: 0, INCONCLUSIVE: 3}  # ardlab advise's exit status per recommendation status (failed: 2)
 
 
-def _rate(check, lib: str, alg: str):
-    """Per round, the rate (training steps, or runs of the user's program, a second) of one variant."""
+def _rate(check, lib: str, alg: str, column: str = "rate"):
+    """Per round, the rate (training steps, or runs of the user's program, a second) of one variant; or its `column`
+    (empty: NaN)."""
     rows = check[(check["library"] == lib) & (check["algorithm"] == alg)]
-    return rows.set_index(rows["round"].astype(int))["rate"].astype(float)
+    return rows.set_index(rows["round"].astype(int))[column].replace("", np.nan).astype(float)
 
 
-def _speedup(check, variant: tuple[str, str], baseline: tuple[str, str]) -> tuple[float, float, float]:
+def _steps_to_repay(check, lib: str, speedup: float, seconds: float) -> int | None:
+    """The units (steps, or runs) of `lib`'s default after which a `speedup` over it repays `seconds` of tuning."""
+    saved = (1 / _rate(check, lib, DEFAULT).median()) * (1 - 1 / speedup)  # seconds a unit saved
+    return math.ceil(seconds / saved) if saved > 0 else None
+
+
+def _speedup(check, variant: tuple[str, str], baseline: tuple[str, str], n: int | None = None
+             ) -> tuple[float, float, float]:
     """(speedup, lower, upper) of `variant` over `baseline` ((library, algorithm) each) in the training check, paired
-    by round (rates: ardlab.stats.speedup_ci the other way round)."""
+    by round (rates: ardlab.stats.speedup_ci the other way round); with `n`, of a variant chosen as the largest of `n`
+    comparisons, its interval at level 1 - 0.05 / n (ardlab.stats.max_adjusted_ci)."""
     a, b = _rate(check, *variant), _rate(check, *baseline)
     both = a.index.intersection(b.index)
-    return speedup_ci(a[both].to_numpy(), b[both].to_numpy())
+    if n is None:
+        return speedup_ci(a[both].to_numpy(), b[both].to_numpy())
+    return max_adjusted_ci(a[both].to_numpy(), b[both].to_numpy(), max(1, n))
 
 
 def rows(advice) -> list[dict]:
@@ -89,11 +100,7 @@ def step_parts(advice) -> list[dict]:
 
 def _paired_median(check, column: str, a: tuple[str, str], b: tuple[str, str]) -> float:
     """The median over rounds of `column`, variant `a` less variant `b` in the same round."""
-    def per_round(lib, alg):
-        rows = check[(check["library"] == lib) & (check["algorithm"] == alg)]
-        return rows.set_index(rows["round"].astype(int))[column].replace("", np.nan).astype(float)
-
-    return float((per_round(*a) - per_round(*b)).dropna().median())
+    return float((_rate(check, *a, column) - _rate(check, *b, column)).dropna().median())
 
 
 def _ms(seconds: float) -> str:
@@ -134,13 +141,6 @@ def _geomean_rates(check) -> dict[tuple[str, str], float]:
             for (lib, alg), g in check.groupby(["library", "algorithm"])}
 
 
-def _max_adjusted(check, variant: tuple[str, str], baseline: tuple[str, str], n: int) -> tuple[float, float, float]:
-    """``_speedup`` of a variant chosen as the largest of `n` comparisons: its interval at level 1 - 0.05 / n."""
-    a, b = _rate(check, *variant), _rate(check, *baseline)
-    both = a.index.intersection(b.index)
-    return max_adjusted_ci(a[both].to_numpy(), b[both].to_numpy(), max(1, n))
-
-
 def _interval(m: float, lo: float, hi: float) -> dict:
     return {"speedup": m, "low": None if lo != lo else lo, "high": None if hi != hi else hi}
 
@@ -152,7 +152,7 @@ def overall(advice) -> dict:
     check = advice.check
     means = _geomean_rates(check)
     lib, alg = max(means, key=means.get)
-    over = {other: _interval(*_max_adjusted(check, (lib, alg), (other, DEFAULT), len(means) - 1))
+    over = {other: _interval(*_speedup(check, (lib, alg), (other, DEFAULT), len(means) - 1))
             for other in advice.picks}
     return {"library": lib, "setting": alg, "of": len(means), "over_defaults": over}
 
@@ -170,7 +170,7 @@ def recommendation(advice, spent: dict | None = None) -> dict:
     setting, within = DEFAULT, None
     if best != DEFAULT:
         own = sum(1 for (lb, a) in means if lb == lib and a != DEFAULT)  # the library's settings it was chosen from
-        m, lo, hi = _max_adjusted(check, (lib, best), (lib, DEFAULT), own)
+        m, lo, hi = _speedup(check, (lib, best), (lib, DEFAULT), own)
         within = _interval(m, lo, hi)
         if lo == lo and lo > 1:
             setting = best
@@ -179,13 +179,11 @@ def recommendation(advice, spent: dict | None = None) -> dict:
     for other in advice.picks:
         if other == lib:
             continue
-        m, lo, hi = _max_adjusted(check, (lib, setting), (other, DEFAULT), n - 1)
+        m, lo, hi = _speedup(check, (lib, setting), (other, DEFAULT), n - 1)
         over[other] = _interval(m, lo, hi)
         if lo == lo and lo > 1:
             beaten.append(other)
-            base = _rate(check, other, DEFAULT)
-            saved = (1 / base.median()) * (1 - 1 / m)  # seconds a unit (step, or run) saved
-            repay[other] = math.ceil(total / saved) if saved > 0 else None
+            repay[other] = _steps_to_repay(check, other, m, total)
         else:
             tied.append(other)
     status = ANSWERED if beaten or setting != DEFAULT else INCONCLUSIVE
@@ -229,10 +227,8 @@ def cost(advice, table: list[dict]) -> dict:
     total = advice.seconds.get("total", sum(advice.seconds.values()))
     repay = {}
     for row in table:
-        base = _rate(advice.check, row["library"], DEFAULT)
-        saved = (1 / base.median()) * (1 - 1 / row["measured"]) if row["measured"] > 1 else 0.0
-        repay[row["library"]] = math.ceil(total / saved) if saved > 0 and row["verdict"].startswith("faster") \
-            else None
+        repay[row["library"]] = _steps_to_repay(advice.check, row["library"], row["measured"], total) \
+            if row["verdict"].startswith("faster") else None
     return {"seconds": round(total, 1), "unit": advice.job.unit, "steps_to_repay": repay}
 
 

@@ -127,6 +127,11 @@ RANKING_SUMMARY_COLUMNS = ["run", "link_rate", "regime", "groups", "median_rank_
                            "predicted_fastest_trained_fastest", "predicted_fastest_among_two_slowest"]
 
 
+def _in_regime_order(t: pd.DataFrame, regimes: tuple[str, ...]) -> pd.DataFrame:
+    """`t`'s rows ordered by their regime's place in `regimes`, keeping their order within one regime."""
+    return t.iloc[np.argsort(t.regime.map({r: i for i, r in enumerate(regimes)}).to_numpy(), kind="stable")]
+
+
 def ranking(runs: list[str | Path]) -> pd.DataFrame:
     """How well the microbenchmark's ranking predicts training, per run and group: over the variants that carry a
     prediction (each library's default and picked best and worst: ``read_picks``) and were trained
@@ -165,7 +170,7 @@ def ranking(runs: list[str | Path]) -> pd.DataFrame:
 def ranking_summary(r: pd.DataFrame) -> pd.DataFrame:
     """``ranking`` per run and regime: the groups, the median rank correlation, and the shares of groups where the
     predicted fastest trained fastest and where it trained among the two slowest."""
-    r = r.iloc[np.argsort(r.regime.map({x: i for i, x in enumerate(sc.REGIMES)}).to_numpy(), kind="stable")]
+    r = _in_regime_order(r, sc.REGIMES)
     rows = [{"run": run, "link_rate": rate, "regime": regime, "groups": len(g),
              "median_rank_correlation": float(g.rank_correlation.median()),
              "predicted_fastest_trained_fastest": f"{int(g.predicted_fastest_trained_fastest.sum())} of {len(g)}",
@@ -235,7 +240,7 @@ def headline_markdown(t: pd.DataFrame, runs: list[str | Path], claims: tuple[str
     t = t[t.claim.isin(claims)]
     if regimes is not None:
         t = t[t.regime.isin(regimes)]
-        t = t.iloc[np.argsort(t.regime.map({r: i for i, r in enumerate(regimes)}).to_numpy(), kind="stable")]
+        t = _in_regime_order(t, regimes)
     for (claim, lib, regime), g in t.groupby(["claim", "library", "regime"], sort=False):
         first = g.iloc[0]
         files = sorted({f for x in g.tuning_files if isinstance(x, str) for f in x.split(";") if f})
