@@ -246,21 +246,28 @@ def learn_calls(job: Job, library_name: str, steps: int = 3):
     return calls.astype({"bytes": int, "calls": int, "calls_per_step": float})
 
 
+def _counted(library_name: str, folder: str) -> dict[str, str]:
+    """The settings that preload `library_name`'s call counter into the job's own command, its ranks writing their
+    counts and timelines to `folder` (a folder in the working one: on a cluster every node writes there, a shared
+    file system); FileNotFoundError naming the set-up where the counter is missing."""
+    from ardlab.bench import callsizes
+    from ardlab.comm import launch
+
+    counter = callsizes.library_path(launch.require_env(library_name))
+    if not counter.is_file():
+        raise FileNotFoundError(f"the Allreduce call counter {counter} is missing: set up the environment again "
+                                "(containers/setup-envs)")
+    return {callsizes.ENV: str(Path(folder).resolve()), "LD_PRELOAD": str(counter)}
+
+
 def _learn_command_calls(job: Job, library_name: str):
     import tempfile
 
     from ardlab.bench import callsizes
     from ardlab.comm import launch
 
-    prefix = launch.require_env(library_name)
-    counter = callsizes.library_path(prefix)
-    if not counter.is_file():
-        raise FileNotFoundError(f"the Allreduce call counter {counter} is missing: set up the environment again "
-                                "(containers/setup-envs)")
-    # in the working folder: on a cluster every node writes its ranks' counts there (a shared file system)
     with tempfile.TemporaryDirectory(prefix=".ardlab-advise-calls-", dir=".") as folder:
-        folder = str(Path(folder).resolve())
-        argv, env = job.command_launch(library_name, extra_env={callsizes.ENV: folder, "LD_PRELOAD": str(counter),
+        argv, env = job.command_launch(library_name, extra_env={**_counted(library_name, folder),
                                                                 callsizes.FIRST_CALL_ENV: f"{job.first_call_s:g}"})
         proc = launch.execute(argv, env, timeout=job.timeout_s, capture=True)
         if callsizes.NO_ALLREDUCE_MARK in proc.stderr:
@@ -510,10 +517,8 @@ def _check_command(job: Job, settings: Settings, picks: dict[str, str], tuned_fi
     for r, indices in enumerate(order):
         for pos, i in enumerate(indices):
             lib, alg = variants[i]
-            # in the working folder: on a cluster every node writes its ranks' spans there (a shared file system)
             with tempfile.TemporaryDirectory(prefix=".ardlab-advise-check-", dir=".") as folder:
-                timed = {callsizes.ENV: str(Path(folder).resolve()),
-                         "LD_PRELOAD": str(callsizes.library_path(launch.require_env(lib)))} if per_step else {}
+                timed = _counted(lib, folder) if per_step else {}
                 argv, env = (job.command_launch(lib, tuned=tuned_files[lib], extra_env=timed) if alg == TUNED
                              else job.command_launch(lib, alg, extra_env=timed))
                 started = time.monotonic()
