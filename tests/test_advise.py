@@ -488,9 +488,15 @@ def test_picks_are_proven_by_the_librarys_behaviour():
         result, record = prove.probe_pick(job, "intelmpi", name, 1 << 18)
         assert result == prove.FALLBACK and all(record["hits"].get(f"{r}:{lib.algorithms[instead].symbol}", 0) >= 3
                                                 for r in range(2)), (name, record)
-    # a two-level algorithm on one node: nreduce on the node leader alone (rank 0), not a fallback
+    # a two-level algorithm on one node: nreduce on the node leader alone (rank 0), not a fallback, on the EPYC (Zen
+    # 2/3) of the committed advices; on an AVX-512 EPYC Intel MPI runs recursive doubling on both ranks instead, a
+    # fallback (tests/test_cluster.py, the same at 2 nodes x 2 ranks): the verdict follows what ran
     result, record = prove.probe_pick(job, "intelmpi", "topo_shm_knomial", 1 << 18)
-    assert result == prove.CANNOT and set(record["hits"]) == {f"0:{_NREDUCE}"}, record
+    if set(record["hits"]) == {f"0:{_NREDUCE}"}:
+        assert result == prove.CANNOT, record
+    else:
+        flat = lib.algorithms["recursive_doubling"].symbol
+        assert result == prove.FALLBACK and set(record["hits"]) == {f"0:{flat}", f"1:{flat}"}, record
     assert prove.probe_pick(job, "mpich", "ring", 1 << 18)[0] == prove.PROVEN
     # MPICH's reduce_scatter_allgather needs at least as many elements as ranks: at 1 element it falls back
     assert prove.probe_pick(job, "mpich", "reduce_scatter_allgather", 1)[0] == prove.FALLBACK

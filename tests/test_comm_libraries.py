@@ -75,15 +75,20 @@ def test_run_env():
 
 
 def test_every_library_says_how_its_ranks_start_under_slurm(monkeypatch):
-    """Each library starts by srun or by its own hydra inside an allocation, and says why where not srun; outside an
-    allocation, or with a site's own PMI plugin asked for, srun starts the ranks."""
+    """Each library starts by srun or by its own hydra, and says why where not srun: hydra inside the allocation it
+    runs in, or outside one inside an allocation salloc makes for the launch; with a site's own PMI plugin asked
+    for, srun starts the ranks."""
     from ardlab.comm import launch
     for lib in LIBRARIES.values():
         assert lib.slurm_start in ("srun", "hydra"), lib.name
         assert lib.slurm_start == "srun" or lib.slurm_start_why, lib.name
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    argv, _ = launch.allocation_command("mpich", 5, 2, ["python"])
+    mpiexec = str(launch.env_prefix("mpich") / "bin" / "mpiexec")
+    assert argv == ["salloc", "--quiet", "-N", "2", "-n", "5", mpiexec, "-launcher", "slurm", "-rmk", "slurm",
+                    "-n", "5", "-ppn", "3", "python"]
     monkeypatch.setenv("ARDLAB_ENVS", "/nonexistent")  # no environment is needed to build an srun command
-    argv, _ = launch.allocation_command("mpich", 4, 2, ["python"])
+    argv, _ = launch.allocation_command("mpich", 4, 2, ["python"], srun_mpi="pmi2")
     assert argv[:3] == ["srun", "--mpi=pmi2", "--kill-on-bad-exit=1"]
     monkeypatch.setenv("SLURM_JOB_ID", "7")
     argv, _ = launch.allocation_command("mpich", 4, 2, ["python"], srun_mpi="pmix")

@@ -255,7 +255,12 @@ def exports(lib: str, alg: str, tuned: str | None = None, *, srun: bool = False,
     head = f"# ardlab advise: {row.display}, {alg}" + (f": measured {measured} over its default" if measured else "")
     head += "\n"
     if srun:
-        head += f"# launch the job's ranks with: srun --mpi={row.srun_mpi} ...\n"
+        if row.slurm_start == "hydra":
+            head += (f"# launch the job's ranks with {row.display}'s own mpiexec inside an allocation: mpiexec "
+                     f"-launcher slurm -n <ranks> ... (srun --mpi={row.srun_mpi} can leave them in MPI_Init: "
+                     f"docs/cluster.md)\n")
+        else:
+            head += f"# launch the job's ranks with: srun --mpi={row.srun_mpi} ...\n"
         head += "".join(f"export {k}={shlex.quote(v)}\n" for k, v in row.srun_env.items())
         if row.program_env:
             head += (f': "${{{PREFIX_VAR}:?set {PREFIX_VAR} to the prefix of {row.display} (the folder whose lib/ '

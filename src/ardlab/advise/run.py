@@ -114,8 +114,8 @@ class Job:
         if self.launcher == "srun":
             python = str(launch.require_env(library_name) / "bin" / "python")
             extra_env = {**launch.program_env(library_name), **(extra_env or {})}
-            return launch.srun_command(library_name, self.ranks, self.nodes, [python, *self.command],
-                                       algorithm=algorithm, extra_env=extra_env)
+            return launch.allocation_command(library_name, self.ranks, self.nodes, [python, *self.command],
+                                             algorithm=algorithm, extra_env=extra_env)
         return launch.command(library_name, self.ranks, self.command, algorithm=algorithm, extra_env=extra_env)
 
     def training_plan(self, library_name: str, *, steps: int, algorithm: str = "default", tuned: str | None = None):

@@ -78,7 +78,13 @@ def conf_text(state: Path, addrs: dict[str, str], cpus: int, mem_mb: int) -> str
 
 
 def hosts_text(addrs: dict[str, str]) -> str:
-    return "127.0.0.1 localhost\n" + "".join(f"{a} {h}\n" for h, a in addrs.items() if h != "bridge")
+    """The nodes' hosts file: every node, the controller, and this machine (the login node, at the bridge's address)
+    under its own name, so that a program run here whose nodes call back (MPICH's mpiexec under salloc: its proxies
+    connect to it) is found by name, as on a cluster whose nodes resolve the login node."""
+    import socket
+
+    login = f"{addrs['bridge']} {socket.gethostname()}\n" if "bridge" in addrs else ""
+    return "127.0.0.1 localhost\n" + "".join(f"{a} {h}\n" for h, a in addrs.items() if h != "bridge") + login
 
 
 def _spawn(argv: list[str], log: Path) -> int:

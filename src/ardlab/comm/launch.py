@@ -161,9 +161,7 @@ def _execute_once(argv: Sequence[str], env: Mapping[str, str], attempt: int, *, 
             try:
                 out, err = _communicate(proc, timeout, watch=capture)
             except BaseException:
-                # SIGTERM first: srun then ends its job step on the nodes (a SIGKILLed srun leaves the step's ranks
-                # running there, holding the allocation's CPUs, and the next launch waits for them forever)
-                proc.terminate()
+                _stop(proc)
                 try:
                     proc.wait(timeout=STOP_GRACE_S)
                 except subprocess.TimeoutExpired:
@@ -173,8 +171,8 @@ def _execute_once(argv: Sequence[str], env: Mapping[str, str], attempt: int, *, 
                 raise
         if capture and proc.returncode != 0 and PMI_SPLIT in (out or "") + (err or ""):
             raise PmiRequestSplit(f"{PMI_SPLIT} (a rank's PMI-1 request split by Slurm's pmi2 plugin; the launch "
-                                  f"exited {proc.returncode}; inside a batch job, sbatch, ardlab starts MPICH with its "
-                                  f"own mpiexec, which this cannot hit)")
+                                  f"exited {proc.returncode}; ranks started by their library's own mpiexec, as ardlab "
+                                  f"starts MPICH's environment when no srun_mpi is asked for, cannot hit this)")
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
@@ -229,8 +227,23 @@ def _mapped(paths: set[str]) -> set[str]:
     return used
 
 
-def _kill_tree(pid: int) -> None:
-    """SIGKILL `pid` and every process descending from it (the launcher's daemons and the ranks)."""
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM to a launch being stopped: srun then ends its job step on the nodes (a SIGKILLed srun leaves the step's
+    ranks running there, holding the allocation's CPUs, and the next launch waits for them forever). salloc ignores
+    SIGTERM while its command runs, so there the command's processes get it (mpiexec ends its ranks, srun its step
+    of proxies) and salloc, its command ended, gives the allocation back."""
+    if Path(proc.args[0]).name != "salloc":
+        proc.terminate()
+        return
+    for pid in _tree(proc.pid)[1:]:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid` and every process descending from it, `pid` first."""
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -243,7 +256,12 @@ def _kill_tree(pid: int) -> None:
         p = todo.pop()
         tree.append(p)
         todo.extend(children.get(p, []))
-    for p in tree:
+    return tree
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL `pid` and every process descending from it (the launcher's daemons and the ranks)."""
+    for p in _tree(pid):
         try:
             os.kill(p, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -318,20 +336,38 @@ def allocation_nodes(env: Mapping[str, str]) -> list[str]:
     return names.stdout.split()
 
 
+def salloc_command(library_name: str, ranks: int, nodes: int, inner: Sequence[str], *, algorithm: str = DEFAULT,
+                   extra_env: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """(argv, env) that run `inner` as `ranks` ranks on `nodes` nodes from outside any Slurm allocation (a command on
+    a login node) with the environment's own mpiexec (MPICH's hydra): salloc makes an allocation for this launch
+    alone and runs mpiexec here inside it; `-launcher slurm -rmk slurm` starts one proxy a node through srun on the
+    nodes salloc's environment names, and mpiexec serves PMI itself. The allocation ends with the launch. Ranks fill
+    the nodes in blocks, as srun's default distribution does."""
+    if ranks < nodes:
+        raise ValueError(f"{ranks} ranks cannot spread over {nodes} nodes")
+    prefix = require_env(library_name)
+    env = {**os.environ, **run_env(library_name, algorithm), **(extra_env or {})}
+    per_node = -(-ranks // nodes)
+    return ["salloc", "--quiet", "-N", str(nodes), "-n", str(ranks), str(prefix / "bin" / "mpiexec"),
+            "-launcher", "slurm", "-rmk", "slurm", "-n", str(ranks), "-ppn", str(per_node), *inner], env
+
+
 def allocation_command(library_name: str, ranks: int, nodes: int, inner: Sequence[str], *, algorithm: str = DEFAULT,
                        extra_env: Mapping[str, str] | None = None, srun_mpi: str | None = None
                        ) -> tuple[list[str], dict[str, str]]:
     """(argv, env) that run `inner` (the environment's python and its arguments) as `ranks` ranks on `nodes` nodes
-    under Slurm, started the way the library's table says (`Library.slurm_start`). Hydra needs the allocation it
-    runs in (a batch job's, as the workflow's jobs are); outside one (a command on a login node), srun makes the
-    allocation and starts the ranks itself, and so does an explicit `srun_mpi` (a site's PMI plugin)."""
+    under Slurm, started the way the library's table says (`Library.slurm_start`). Hydra runs inside the allocation
+    this runs in (a batch job's, as the workflow's jobs are); outside one (a command on a login node) salloc makes
+    one for the launch. An explicit `srun_mpi` (a site's PMI plugin) has srun start the ranks."""
     start = library(library_name).slurm_start
-    if srun_mpi or start == "srun" or "SLURM_JOB_ID" not in os.environ:
+    if srun_mpi or start == "srun":
         return srun_command(library_name, ranks, nodes, inner, algorithm=algorithm, extra_env=extra_env,
                             srun_mpi=srun_mpi)
-    if start == "hydra":
+    if start != "hydra":
+        raise ValueError(f"{library_name}: unknown slurm_start {start!r} in the library table (srun or hydra)")
+    if "SLURM_JOB_ID" in os.environ:
         return hydra_command(library_name, ranks, nodes, inner, algorithm=algorithm, extra_env=extra_env)
-    raise ValueError(f"{library_name}: unknown slurm_start {start!r} in the library table (srun or hydra)")
+    return salloc_command(library_name, ranks, nodes, inner, algorithm=algorithm, extra_env=extra_env)
 
 
 def run(
