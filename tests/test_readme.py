@@ -56,3 +56,34 @@ def test_the_study_sections_numbers_are_the_tables():
             f"{significant} of the {len(across)} runs") in text
     one = t[(t.regime == "1 rank a node") & t.claim.isin(["tuned", "fastest_over_slowest_default"])]
     assert all((one.ci_high < one.study) | (one.ci_low > one.study)), "every interval excludes the study's"
+
+
+def test_the_one_node_sections_numbers_are_the_tables():
+    """The README's one-node words are made from the two reference runs' committed tables (headline,
+    microbench_speedup, training_defaults): each range and count recomputed here."""
+    import pandas as pd
+
+    runs = [ROOT / "results" / "runs" / name / "tables" for name in ("reference-a", "reference-b")]
+    text = " ".join(README.split())
+
+    def span(values) -> str:
+        return f"{min(values):.2f}-{max(values):.2f}x"
+
+    heads = [pd.read_csv(t / "headline.csv") for t in runs]
+    gains = [r.speedup for h in heads for r in h.itertuples()
+             if "largest significant speedup of an algorithm over the default" in r.claim]
+    assert len(gains) == 6 and f"over its library's default is {span(gains)}" in text
+    points = [pd.read_csv(t / "microbench_speedup.csv") for t in runs]
+    points = [p[p.algorithm != "default"].speedup_vs_default_verdict for p in points]
+    assert {len(p) for p in points} == {488} and "of 488 (algorithm, size) points" in text
+    faster, slower = ([int((p == v).sum()) for p in points] for v in ("faster", "slower"))
+    assert f"{faster[0]} and {faster[1]} are significantly faster, {slower[0]} and {slower[1]} slower" in text
+    over_mpich = [r.speedup for h in heads for r in h.itertuples()
+                  if r.claim.endswith("over mpich's default") and r.where.startswith("intelmpi/default at 16 B")]
+    assert len(over_mpich) == 2 and f"Intel MPI's default is {span(over_mpich)} faster than MPICH's at 16 B" in text
+    defaults = pd.concat(pd.read_csv(t / "training_defaults.csv") for t in runs)
+    tf = defaults[(defaults.framework == "tensorflow") & (defaults.library == "mpich")]
+    assert len(tf) == 4 and set(tf.speedup_verdict) == {"faster"}
+    assert f"MPICH's default trains {span(tf.speedup)} faster than the other two in both runs" in text
+    nn = defaults[defaults.framework == "ardlab.nn"].speedup
+    assert f"all defaults lie within {max(max(nn), 1 / min(nn)):.2f}x" in text

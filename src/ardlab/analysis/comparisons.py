@@ -9,6 +9,8 @@ variant's median carries a nonparametric interval, each speedup a paired bootstr
 - ``across_libraries``: per size, the best (library, algorithm) against each library's default and the worst;
 - ``best_ranges``: per library, the best algorithm per size range (and whether it beats the default);
 - ``training``: img/s of every (library, algorithm), against its library's default and the group's worst;
+- ``training_defaults``: each library's default against every other library's default, per training group (every
+  pair, so no pair is chosen after the data);
 - ``loss_check`` / ``agreeing``: whether each training variant ended its rounds with the loss of the others (at 2
   ranks it must, exactly); the variants that did not are left out of every claim;
 - ``tuned``: each tuned file against its library's default and the best single algorithm, in the same rounds;
@@ -166,6 +168,24 @@ def training(t: pd.DataFrame) -> pd.DataFrame:
             row["worst"] = worst
             row.update(paired_speedup(False, piv[worst], piv[variant], "speedup_vs_worst"))
             rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def training_defaults(t: pd.DataFrame) -> pd.DataFrame:
+    """Per training group, each library's default against every other library's default (img/s, paired by round):
+    what choosing the library alone does, for every ordered pair measured, none picked after the data."""
+    rows = []
+    for (group, fw, model, mode, ranks, nodes), g in t.groupby(["group", "framework", "model", "parallel_mode",
+                                                                 "ranks", "nodes"]):
+        piv = by_round(g, "img_per_s")
+        present = [lib for lib in LIBRARIES if f"{lib}/{DEFAULT}" in piv]
+        for lib in present:
+            for versus in present:
+                if versus != lib:
+                    row = {"group": group, "framework": fw, "model": model, "parallel_mode": mode, "ranks": ranks,
+                           "nodes": nodes, "library": lib, "versus": versus}
+                    row.update(paired_speedup(False, piv[f"{versus}/{DEFAULT}"], piv[f"{lib}/{DEFAULT}"], "speedup"))
+                    rows.append(row)
     return pd.DataFrame(rows)
 
 

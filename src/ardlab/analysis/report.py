@@ -11,6 +11,7 @@ between variants measured in the same paired, interleaved rounds, with 95% inter
 - training_throughput: img/s of both frameworks per library and algorithm, against the same library's default
   and the group's worst, and whether its final loss agrees with the other variants' (``comparisons.loss_check``:
   one that disagrees reduced wrongly, and is left out of every other table and claim);
+- training_defaults: per training group, each library's default against every other library's default;
 - tuned_speedup / tuned_speedup_points: the tuned selection files against each library's default and against the
   best single algorithm measured in the same rounds (summary; per size or training group);
 - study_vs_ardlab / study_groups / study_rounds: the study's claims, fixed beforehand (``study_claims``): pooled per
@@ -59,6 +60,7 @@ from ardlab.results import REPRODUCE_TABLES, save_frame, save_markdown, write_cs
 
 MICROBENCH_TABLES = ("microbench_speedup", "microbench_across_libraries", "best_algorithm_ranges")
 TRAINING_TABLE = "training_throughput"
+TRAINING_TABLES = (TRAINING_TABLE, "training_defaults")
 STUDY_TABLES = ("study_vs_ardlab", "study_groups", "study_rounds", "selection_vs_share")
 TUNED_TABLES = ("tuned_speedup", "tuned_speedup_points")
 NETWORK_TABLES = ("network_bound", "network_traffic")
@@ -67,7 +69,7 @@ ALWAYS = ("headline", "drift", "claims")
 
 def tables_made(*, microbench: bool, training: bool, tuned: bool, network: bool = False) -> list[str]:
     """The names of the tables `report` writes for these inputs (the workflow declares them as outputs)."""
-    return [*(MICROBENCH_TABLES if microbench else ()), *([TRAINING_TABLE, *STUDY_TABLES] if training else ()),
+    return [*(MICROBENCH_TABLES if microbench else ()), *([*TRAINING_TABLES, *STUDY_TABLES] if training else ()),
             *(TUNED_TABLES if tuned else ()), *(NETWORK_TABLES if network and microbench else ()), *ALWAYS]
 
 
@@ -91,7 +93,9 @@ def analyse(b: pd.DataFrame, t: pd.DataFrame, picks: dict | None = None) -> dict
     groups = study_claims.groups(rounds)
     out = {"microbench_speedup": speedups, "microbench_across_libraries": across,
            "best_algorithm_ranges": cmp.best_ranges(speedups) if len(speedups) else pd.DataFrame(),
-           TRAINING_TABLE: _with_check(train, check, t_all), "tuned_speedup": tuned_sum, "tuned_speedup_points": tu,
+           TRAINING_TABLE: _with_check(train, check, t_all),
+           "training_defaults": cmp.training_defaults(t) if len(t) else pd.DataFrame(),
+           "tuned_speedup": tuned_sum, "tuned_speedup_points": tu,
            "drift": cmp.drift(b, t), "claims": cmp.claims(speedups, across, train, tu, picks, groups),
            "headline": cmp.headline(speedups, across, train, tuned_sum),
            "network_bound": network.bound(b) if len(b) else pd.DataFrame(),
