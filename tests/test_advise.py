@@ -205,6 +205,30 @@ def test_racing_leaves_the_proofs_and_the_check_their_time_on_a_fake_clock(budge
     assert now[0] + rounds[-1]["seconds"] + reserve > deadline  # one more round would not have fitted
 
 
+def test_a_budget_the_first_round_leaves_too_short_is_refused_with_what_it_needs(monkeypatch):
+    """On a fake clock, a 5 min budget whose first microbenchmark round takes 4 min: the proofs and the check no
+    longer fit, so advise refuses before proving anything, naming what each took and the budget that would hold it
+    (instead of overrunning the budget or answering without its check)."""
+    now = [0.0]
+    calls = pd.DataFrame({"op": ["sum"], "bytes": [4096], "calls_per_step": [10.0]})
+    proved = []
+
+    def bench_round(job, alive, sizes, r, seed, mib):
+        now[0] += 240.0
+        return pd.DataFrame([{"library": lib, "algorithm": a, "size_bytes": 4096, "avg_us": 100.0, "ranks": 2,
+                              "nodes": 1, "round": r} for lib, names in alive.items() for a in names])
+
+    monkeypatch.setattr(run, "_bench_round", bench_round)
+    monkeypatch.setattr(run, "predicted", lambda *a: proved.append(a))  # never reached
+    settings = run.Settings(["mpich", "openmpi"], 300, rounds=10)
+    with pytest.raises(ValueError, match=r"--budget 5m cannot hold the answer: learning the calls and one "
+                                         r"microbenchmark round took 4\.0 min \(the round 240 s\), and the proofs "
+                                         r"\(about \d+ s\) and the training check \(about 30 s\) need more than the "
+                                         r"1\.0 min left; give at least \d+m"):
+        run.race(run.Job("tensorflow", "alexnet", 2), settings, calls, [4096], 300, 30, clock=lambda: now[0])
+    assert not proved
+
+
 def test_a_tuned_file_without_time_for_its_proofs_is_left_out(tmp_path):
     from ardlab.advise import prove
 

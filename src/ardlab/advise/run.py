@@ -347,6 +347,9 @@ def race(job: Job, settings: Settings, calls, sizes: list[int], deadline: float,
         rows.append(_bench_round(job, alive, sizes, r, settings.seed, settings.bench_mib))
         round_s = clock() - started
         probe_s = PROBE_LAUNCHES * round_s / measured
+        if r == 0:
+            _refuse_if_short(settings.budget_s, deadline - clock(), round_s,
+                             len(alive) * PROBES_RESERVED * probe_s, check_estimate_s)
         pred = predicted(pd.concat(rows, ignore_index=True), calls)
         left = []
         for lib in list(alive):
@@ -359,6 +362,21 @@ def race(job: Job, settings: Settings, calls, sizes: list[int], deadline: float,
         log.append({"round": r, "measured": measured, "seconds": round(round_s, 1), "dropped": " ".join(left)})
         tick()
     return pd.concat(rows, ignore_index=True), pred, log, probe_s  # pred: of every round so far
+
+
+def _refuse_if_short(budget_s: float, left_s: float, round_s: float, proofs_s: float, check_s: float) -> None:
+    """After the first microbenchmark round: refuse (ValueError, before anything is proven, checked or written) when
+    the proofs and the training check no longer fit in what the budget has `left_s`, saying what each was measured
+    or estimated to take and the budget that would hold them; the answer would otherwise overrun the budget or come
+    without its check."""
+    if proofs_s + check_s <= left_s:
+        return
+    used = budget_s - left_s
+    need = (used + proofs_s + check_s) * 1.3 / 60
+    raise ValueError(f"--budget {budget_s / 60:.0f}m cannot hold the answer: learning the calls and one microbenchmark "
+                     f"round took {used / 60:.1f} min (the round {round_s:.0f} s), and the proofs (about {proofs_s:.0f}"
+                     f" s) and the training check (about {check_s:.0f} s) need more than the {max(left_s, 0) / 60:.1f}"
+                     f" min left; give at least {need:.0f}m, or fewer libraries (--libraries)")
 
 
 def ranked(predictions) -> dict[str, list[str]]:
@@ -569,9 +587,9 @@ def advise(job: Job, settings: Settings) -> Advice:
     check_estimate = learn_s * settings.check_rounds * len(settings.libraries) * 2.5
     if start + learn_s + check_estimate > deadline:
         need = (learn_s + check_estimate) * 1.3 / 60
-        raise ValueError(f"--budget {settings.budget_s / 60:.0f}m cannot hold one microbenchmark round and the "
-                         f"training check ({check_estimate / 60:.1f} min estimated from the first training run); "
-                         f"give at least {need:.0f}m")
+        raise ValueError(f"--budget {settings.budget_s / 60:.0f}m cannot hold the training check "
+                         f"({check_estimate / 60:.1f} min estimated from the first training run), let alone a "
+                         f"microbenchmark round; give at least {need:.0f}m")
     tick("racing")
     t0 = time.monotonic()
     advice.bench, advice.predictions, advice.race, probe_s = race(job, settings, calls, sizes, deadline,
