@@ -119,3 +119,28 @@ def test_the_pooled_interval_holds_its_level(k, heterogeneity):
     significant = sum(lo > 1 or hi < 1 for _, lo, hi in
                       (pooled_speedup_ci(_simulated_groups(rng, k, 1.0, heterogeneity)) for _ in range(n)))
     assert significant / n <= 0.06, significant / n
+
+
+@pytest.mark.parametrize("n", [5, 7, 10])
+def test_the_enumerated_bootstrap_is_the_limit_of_random_resampling(n):
+    """Up to EXACT_ROUNDS rounds every distinct resample is enumerated with its multinomial probability: C(2n - 1, n)
+    of them, summing to 1; its bounds are those of a million random resamples (the independent reference) within
+    their sampling error, and the same under any seed (issue 53: no verdict moves with the seed)."""
+    from math import comb
+
+    from ardlab.stats import EXACT_ROUNDS, _resamples, bootstrap_mean_bounds, expanded_alpha
+
+    assert n <= EXACT_ROUNDS
+    counts, prob = _resamples(n)
+    assert len(counts) == comb(2 * n - 1, n) and (counts.sum(axis=1) == n).all()
+    assert prob.sum() == pytest.approx(1.0)
+    x = np.random.default_rng(n).normal(0.1, 0.2, n)
+    lo, hi = bootstrap_mean_bounds(x)
+    alpha = expanded_alpha(0.95, n)
+    rng = np.random.default_rng(1)
+    draws = np.concatenate([x[rng.integers(0, n, size=(250_000, n))].mean(axis=1) for _ in range(4)])
+    ref_lo, ref_hi = np.quantile(draws, [alpha, 1 - alpha])
+    spread = x.max() - x.min()
+    assert abs(lo - ref_lo) < 0.01 * spread and abs(hi - ref_hi) < 0.01 * spread, (lo, ref_lo, hi, ref_hi)
+    b, v = np.exp(x) * 100, np.full(n, 100.0)
+    assert len({speedup_ci(b, v, seed=seed) for seed in range(20)}) == 1
