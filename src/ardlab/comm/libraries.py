@@ -11,7 +11,7 @@ Each native algorithm maps to the environment settings that force it, plus the l
 that make a forced choice stick (``Library.force_env``). ``default`` forces nothing. Our own algorithms
 (implementation ``own``) run on any library over mpi4py point-to-point and live in ``ardlab.comm.own``.
 Facts and valid values come from the libraries' documentation and from what was observed on this machine
-type (see README, "Algorithm table").
+type (docs/usage.md, "Algorithm table").
 """
 
 from __future__ import annotations

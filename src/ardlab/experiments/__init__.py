@@ -15,6 +15,7 @@ folder's or table's README says which command made it). The product (what the wo
 - ``link_queue``: on the emulated cluster, the Allreduce with tbf's queue at the cluster's 1 ms against deeper queues.
 - ``core_per_rank``: a core per rank against ranks sharing cores (the 2 x 2 gaps' time-sharing part).
 - ``image_overhead``: the same measurement from an Apptainer image and from the library's environment.
+- ``mpitune``: Intel's ``mpitune_fast`` tuning file against ``ardlab advise``'s, paired in training.
 """
 
 def add_round_arguments(p, rounds: int) -> None:

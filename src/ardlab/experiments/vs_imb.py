@@ -45,8 +45,8 @@ from pathlib import Path
 from ardlab.experiments import add_round_arguments, save_rows
 
 # Per library, the default and forced algorithms that run as themselves at 2 ranks on one node (Intel MPI's
-# rabenseifner, shumilin_ring and knomial fall back to recursive doubling there: README, "Algorithm table"); Intel
-# MPI's last two were added after its recursive doubling stayed an exception at small sizes (docs/usage.md).
+# rabenseifner, shumilin_ring and knomial fall back to recursive doubling there: docs/usage.md, "Algorithm table");
+# Intel MPI's last two were added after its recursive doubling stayed an exception at small sizes (docs/usage.md).
 ALGORITHMS = {
     "intelmpi": ("default", "recursive_doubling", "ring", "reduce_bcast", "binomial_gather_scatter", "nreduce"),
     "mpich": ("default", "recursive_doubling", "ring", "reduce_scatter_allgather"),
