@@ -77,6 +77,36 @@ def test_a_claim_the_other_run_did_not_measure_counts_in_the_denominator():
     assert either.claims == 3 and either.not_measured == 1 and either.same_significant_verdict == 1
 
 
+def test_a_comparison_several_tables_state_counts_once_and_controls_apart():
+    """One group: Intel MPI's pick (topo_reduce_bcast) over its default is stated three times (the training claim,
+    the across-library claim over that default, and the fastest over the slowest default, which is Intel MPI's), MPICH's
+    tuned file over its default once, MPICH's picked worst (a control) once: counted once per comparison there are 2
+    speedup claims and 1 control."""
+    from ardlab.analysis import reproduce
+
+    sig = {"speedup": 1.5, "ci_low": 1.2, "ci_high": 1.9, "verdict": "faster"}
+    rows = [{"group": "g", "library": "intelmpi", "algorithm": "picked best", "versus": "default",
+             "selected": "topo_reduce_bcast", **sig},
+            {"table": "study_across_libraries", "group": "g", "what": "fastest_over_default", "library": "intelmpi",
+             "algorithm": "predicted fastest", "versus": "intelmpi/default",
+             "selected": "intelmpi/topo_reduce_bcast over intelmpi/default", **sig},
+            {"table": "study_across_libraries", "group": "g", "what": "fastest_over_slowest_default",
+             "library": "across libraries", "algorithm": "predicted fastest", "versus": "predicted slowest default",
+             "selected": "intelmpi/topo_reduce_bcast over intelmpi/default", **sig},
+            {"group": "g", "library": "mpich", "algorithm": "tuned", "versus": "default", "selected": "tuned", **sig},
+            {"group": "g", "library": "mpich", "algorithm": "picked worst", "versus": "default", "selected": "tree",
+             "speedup": 0.5, "ci_low": 0.4, "ci_high": 0.6, "verdict": "slower"}]
+    m = reproduce.compare(_claims(rows), _claims(rows))
+    one = reproduce.once(m)
+    assert len(m) == 5 and len(one) == 3 and int(one.control.sum()) == 1
+    assert set(one.table) == {"training_throughput"}  # the training table's statement is the one that counts
+    s = reproduce.summary(m).set_index(["table", "claims_checked"])
+    assert s.loc[(reproduce.ONCE[0], "either run's claims")].claims == 2
+    assert s.loc[(reproduce.ONCE[1], "either run's claims")].same_significant_verdict == 1
+    assert s.loc[(reproduce.ONCE[2], "either run's claims")].claims == 3
+    assert s.loc[("all", "either run's claims")].claims == 5
+
+
 def test_report_of_a_run_folder(tmp_path):
     synthetic_run(tmp_path / "run", {64: 1.3, 1024: 0.7}, seed=3)
     ardlab("report", "--run", tmp_path / "run")

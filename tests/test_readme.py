@@ -87,3 +87,22 @@ def test_the_one_node_sections_numbers_are_the_tables():
     assert f"MPICH's default trains {span(tf.speedup)} faster than the other two in both runs" in text
     nn = defaults[defaults.framework == "ardlab.nn"].speedup
     assert f"all defaults lie within {max(max(nn), 1 / min(nn)):.2f}x" in text
+
+
+def test_the_replication_shares_are_the_tables():
+    """The README's replication shares are the committed reproduce summaries: the two 1 Gbit/s cluster runs' speedup
+    claims counted once per comparison, and the reference pair's claims."""
+    import pandas as pd
+
+    text = " ".join(README.split())
+
+    def row(run: str, table: str):
+        t = pd.read_csv(ROOT / "results" / "runs" / run / "tables" / "reproduce_summary.csv")
+        return t[(t.table == table) & (t.claims_checked == "either run's claims")].iloc[0]
+
+    c = row("cluster-rerun", "speedup claims, once per comparison")
+    assert (f"{c.same_direction} of {c.claims} speedup claims replicate in direction, {c.same_significant_verdict} in "
+            "verdict") in text
+    r = row("reference-b", "all")
+    same = r.same_significant_verdict
+    assert f"{same} of the {r.claims} claims significant in either run have the same verdict" in text

@@ -312,8 +312,8 @@ def claims(speedups: pd.DataFrame, across: pd.DataFrame, train: pd.DataFrame, tu
     across_claims = study[study.claim.str.startswith("fastest_")] if study is not None and len(study) else ()
     for r in across_claims.itertuples() if len(across_claims) else ():
         rows.append(("study_across_libraries", r.group, r.claim, r.library, "predicted fastest", r.baseline
-                     if r.claim == "fastest_over_default" else "predicted slowest default", r.variant, r.speedup,
-                     r.ci_low, r.ci_high, r.verdict))
+                     if r.claim == "fastest_over_default" else "predicted slowest default",
+                     f"{r.variant} over {r.baseline}", r.speedup, r.ci_low, r.ci_high, r.verdict))
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
 
