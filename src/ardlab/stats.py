@@ -117,6 +117,14 @@ def bootstrap_mean_bounds(values, confidence: float = CONFIDENCE, resamples: int
     return quantile(alpha), quantile(1 - alpha)
 
 
+def _ratio_bounds(point: float, log_ratios: np.ndarray, confidence: float, resamples: int,
+                  seed: int) -> tuple[float, float]:
+    """The bootstrap bounds of a ratio from its per-round log ratios (``bootstrap_mean_bounds``), widened where
+    needed to hold `point` (a percentile interval of a discrete bootstrap distribution can just miss its estimate)."""
+    lo, hi = bootstrap_mean_bounds(log_ratios, confidence, resamples, seed)
+    return float(min(np.exp(lo), point)), float(max(np.exp(hi), point))
+
+
 def _paired(baseline, variant) -> tuple[np.ndarray, float]:
     """(per-round log ratios, their geometric-mean ratio; NaN without rounds) of paired rounds."""
     r = log_ratios(baseline, variant)
@@ -131,8 +139,7 @@ def speedup_ci(baseline, variant, confidence: float = CONFIDENCE, resamples: int
     r, point = _paired(baseline, variant)
     if len(r) < MIN_ROUNDS:
         return point, np.nan, np.nan
-    lo, hi = bootstrap_mean_bounds(r, confidence, resamples, seed)
-    return point, float(min(np.exp(lo), point)), float(max(np.exp(hi), point))
+    return point, *_ratio_bounds(point, r, confidence, resamples, seed)
 
 
 def pooled_speedup_ci(groups: list, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
@@ -187,8 +194,7 @@ def geomean_speedup_ci(baseline, variant, confidence: float = CONFIDENCE, resamp
     point = float(np.exp(per_round.mean()))
     if b.shape[0] < MIN_ROUNDS:
         return point, np.nan, np.nan
-    lo, hi = bootstrap_mean_bounds(per_round, confidence, resamples, seed)
-    return point, float(min(np.exp(lo), point)), float(max(np.exp(hi), point))
+    return point, *_ratio_bounds(point, per_round, confidence, resamples, seed)
 
 
 def verdict(lower: float, upper: float) -> str:

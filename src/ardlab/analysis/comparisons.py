@@ -29,6 +29,7 @@ from ardlab.comm.libraries import DEFAULT, LIBRARIES, TUNED
 from ardlab.stats import FASTER, SAME, SLOWER, TOO_FEW, geomean_speedup_ci, median_ci, speedup_ci, verdict
 
 TUNED_PHASE = "microbench_tuned/"  # groups whose name starts so measure tuned files (ardlab.study.config)
+TRAINING_GROUP = ["group", "framework", "model", "parallel_mode", "ranks", "nodes"]  # a training comparison's setting
 
 
 def by_round(g: pd.DataFrame, value: str) -> pd.DataFrame:
@@ -152,8 +153,7 @@ def agreeing(t: pd.DataFrame, check: pd.DataFrame) -> pd.DataFrame:
 
 def training(t: pd.DataFrame) -> pd.DataFrame:
     rows = []
-    for (group, fw, model, mode, ranks, nodes), g in t.groupby(["group", "framework", "model", "parallel_mode",
-                                                                 "ranks", "nodes"]):
+    for (group, fw, model, mode, ranks, nodes), g in t.groupby(TRAINING_GROUP):
         piv = by_round(g, "img_per_s")
         worst = piv.median().idxmin()
         for variant in piv.columns:
@@ -175,8 +175,7 @@ def training_defaults(t: pd.DataFrame) -> pd.DataFrame:
     """Per training group, each library's default against every other library's default (img/s, paired by round):
     what choosing the library alone does, for every ordered pair measured, none picked after the data."""
     rows = []
-    for (group, fw, model, mode, ranks, nodes), g in t.groupby(["group", "framework", "model", "parallel_mode",
-                                                                 "ranks", "nodes"]):
+    for (group, fw, model, mode, ranks, nodes), g in t.groupby(TRAINING_GROUP):
         piv = by_round(g, "img_per_s")
         present = [lib for lib in LIBRARIES if f"{lib}/{DEFAULT}" in piv]
         for lib in present:

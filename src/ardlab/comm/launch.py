@@ -305,21 +305,26 @@ def srun_command(library_name: str, ranks: int, nodes: int, inner: Sequence[str]
 
 def hydra_command(library_name: str, ranks: int, nodes: int, inner: Sequence[str], *, algorithm: str = DEFAULT,
                   extra_env: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
-    """(argv, env) that run `inner` as `ranks` ranks on the first `nodes` nodes of the Slurm allocation this runs
-    in, started by the environment's own mpiexec (MPICH's hydra: `-launcher slurm` starts one proxy per node through
-    srun, and mpiexec serves PMI itself). Ranks fill the nodes in blocks, as srun's default distribution does. A rank
-    that fails ends the launch (hydra's own clean-up)."""
+    """(argv, env) that run `inner` as `ranks` ranks on `nodes` nodes under Slurm, started by the environment's own
+    mpiexec (MPICH's hydra: `-launcher slurm` starts one proxy per node through srun, and mpiexec serves PMI itself).
+    Inside an allocation (SLURM_JOB_ID) on its first `nodes` nodes, found through Slurm; outside one (a command on a
+    login node) salloc makes an allocation for this launch alone and runs mpiexec here inside it, which reads the
+    nodes from salloc's environment (`-rmk slurm`); the allocation ends with the launch. Ranks fill the nodes in
+    blocks, as srun's default distribution does. A rank that fails ends the launch (hydra's own clean-up)."""
     if ranks < nodes:
         raise ValueError(f"{ranks} ranks cannot spread over {nodes} nodes")
     prefix = require_env(library_name)
     env = {**os.environ, **run_env(library_name, algorithm), **(extra_env or {})}
-    hosts = allocation_nodes(env)
-    if len(hosts) < nodes:
-        raise ValueError(f"{nodes} nodes asked for, but the allocation (job {env['SLURM_JOB_ID']}) has "
-                         f"{len(hosts)}: {','.join(hosts)}")
-    per_node = -(-ranks // nodes)
-    return [str(prefix / "bin" / "mpiexec"), "-launcher", "slurm", "-hosts", ",".join(hosts[:nodes]),
-            "-n", str(ranks), "-ppn", str(per_node), *inner], env
+    mpiexec = [str(prefix / "bin" / "mpiexec"), "-launcher", "slurm"]
+    if "SLURM_JOB_ID" in os.environ:
+        hosts = allocation_nodes(env)
+        if len(hosts) < nodes:
+            raise ValueError(f"{nodes} nodes asked for, but the allocation (job {env['SLURM_JOB_ID']}) has "
+                             f"{len(hosts)}: {','.join(hosts)}")
+        mpiexec += ["-hosts", ",".join(hosts[:nodes])]
+    else:
+        mpiexec = ["salloc", "--quiet", "-N", str(nodes), "-n", str(ranks), *mpiexec, "-rmk", "slurm"]
+    return [*mpiexec, "-n", str(ranks), "-ppn", str(-(-ranks // nodes)), *inner], env
 
 
 def allocation_nodes(env: Mapping[str, str]) -> list[str]:
@@ -336,22 +341,6 @@ def allocation_nodes(env: Mapping[str, str]) -> list[str]:
     return names.stdout.split()
 
 
-def salloc_command(library_name: str, ranks: int, nodes: int, inner: Sequence[str], *, algorithm: str = DEFAULT,
-                   extra_env: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
-    """(argv, env) that run `inner` as `ranks` ranks on `nodes` nodes from outside any Slurm allocation (a command on
-    a login node) with the environment's own mpiexec (MPICH's hydra): salloc makes an allocation for this launch
-    alone and runs mpiexec here inside it; `-launcher slurm -rmk slurm` starts one proxy a node through srun on the
-    nodes salloc's environment names, and mpiexec serves PMI itself. The allocation ends with the launch. Ranks fill
-    the nodes in blocks, as srun's default distribution does."""
-    if ranks < nodes:
-        raise ValueError(f"{ranks} ranks cannot spread over {nodes} nodes")
-    prefix = require_env(library_name)
-    env = {**os.environ, **run_env(library_name, algorithm), **(extra_env or {})}
-    per_node = -(-ranks // nodes)
-    return ["salloc", "--quiet", "-N", str(nodes), "-n", str(ranks), str(prefix / "bin" / "mpiexec"),
-            "-launcher", "slurm", "-rmk", "slurm", "-n", str(ranks), "-ppn", str(per_node), *inner], env
-
-
 def allocation_command(library_name: str, ranks: int, nodes: int, inner: Sequence[str], *, algorithm: str = DEFAULT,
                        extra_env: Mapping[str, str] | None = None, srun_mpi: str | None = None
                        ) -> tuple[list[str], dict[str, str]]:
@@ -365,9 +354,7 @@ def allocation_command(library_name: str, ranks: int, nodes: int, inner: Sequenc
                             srun_mpi=srun_mpi)
     if start != "hydra":
         raise ValueError(f"{library_name}: unknown slurm_start {start!r} in the library table (srun or hydra)")
-    if "SLURM_JOB_ID" in os.environ:
-        return hydra_command(library_name, ranks, nodes, inner, algorithm=algorithm, extra_env=extra_env)
-    return salloc_command(library_name, ranks, nodes, inner, algorithm=algorithm, extra_env=extra_env)
+    return hydra_command(library_name, ranks, nodes, inner, algorithm=algorithm, extra_env=extra_env)
 
 
 def run(
