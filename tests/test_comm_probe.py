@@ -46,3 +46,41 @@ def test_mpich_silent_when_the_algorithm_applies(forced):
 def test_mpich_count_constraint_reported():
     hits = probe("mpich", "reduce_scatter_allgather", ranks=4, count=1, calls=CALLS)
     assert hits["fallback:reduce_scatter_allgather"] == CALLS, hits
+
+
+def test_an_intel_mpi_selection_string_cannot_leave_a_size_to_the_librarys_own_choice():
+    """Intel MPI's I_MPI_ADJUST_ALLREDUCE: preset 0, and a size its conditions leave out, run its "basic logic"
+    (recursive doubling at 2 ranks), not what its default picks from its tuning file (nb_ring at 1 MiB on the
+    machines of this project); so a tuned string names an algorithm in every range (Library.default_selection_value
+    is empty; ardlab.analysis.tuned.tested_ranges)."""
+    from ardlab.comm.probe import probe_ranks
+
+    lib = library("intelmpi")
+    assert not lib.default_selection_value
+    rd = lib.algorithms["recursive_doubling"].symbol
+    for value in ("1:0-64", "1:0-64;0:65-2147483647"):
+        ev = probe_ranks("intelmpi", "default", ranks=2, nodes=1, launcher="local", count=1 << 18, calls=3,
+                         timeout=120, extra_env={lib.algorithm_var: value})
+        assert set(ev.totals()) == {rd}, (value, ev.totals())
+    default = probe_ranks("intelmpi", "default", ranks=2, nodes=1, launcher="local", count=1 << 18, calls=3,
+                          timeout=120)
+    print("Intel MPI's default at 2 ranks, 1 MiB:", dict(default.totals()))
+
+
+def test_an_open_mpi_rules_file_leaves_a_range_to_the_librarys_own_choice(tmp_path):
+    """Open MPI's dynamic rules: a range whose algorithm is 0 (Library.default_selection_value) runs coll/tuned's
+    fixed decision, the function the default runs there; the range before it runs what it names."""
+    from ardlab.analysis import tuned
+    from ardlab.comm.probe import probe_ranks
+
+    lib = library("openmpi")
+    ranges = [tuned.Range(0, 64, "recursive_doubling"), tuned.Range(65, tuned.MAX_BYTES, "default")]
+    path = tuned.write("openmpi", ranges, 2, tmp_path / "openmpi-r2.rules")
+    assert "\n65 0 0 0\n" in path.read_text()
+
+    def ran(count, extra_env=None):
+        return set(probe_ranks("openmpi", "default", ranks=2, nodes=1, launcher="local", count=count, calls=3,
+                               timeout=120, extra_env=extra_env).totals())
+
+    assert ran(1 << 18, lib.tuned_env(path)) == ran(1 << 18)
+    assert ran(4, lib.tuned_env(path)) == {lib.algorithms["recursive_doubling"].symbol}

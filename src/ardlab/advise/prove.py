@@ -16,10 +16,12 @@ says the algorithm runs and where (``verdict``):
   proven here" either.
 
 "Cannot be proven here" is a verdict of its own: such a candidate may be picked, and the answer says beside it that
-its proof could not be made. MPICH (a stripped build, no functions to break on): with its fallback reports printed,
-its pick is taken as running when the library reports no fallback for it at the job's dominant call size (the size
-that carries most of a step's bytes), which is the absence of a message, not positive evidence. The probe runs on the
-job's ranks and nodes, with the job's launcher.
+its proof could not be made. MPICH: its wheel's libmpi is stripped (no internal function to break on) and exposes no
+MPI_T performance variable or event (0 of each, counted through MPI_T on this build), so nothing it runs can be seen;
+with its fallback reports printed, a forced algorithm it reports falling back from is a silent fallback, and one it
+reports nothing for "cannot be proven here" (the absence of a message is no positive evidence), probed at the job's
+dominant call size (the size that carries most of a step's bytes). The probe runs on the job's ranks and nodes, with
+the job's launcher.
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ def verdict(library_name: str, algorithm: str, evidence, ranks: int, calls: int 
     if not symbols(library_name):  # MPICH: fallback reports
         if evidence.totals().get(f"fallback:{algorithm}"):
             return FALLBACK, "the library reported that it cannot apply it"
-        return PROVEN, "no fallback reported"
+        return CANNOT, ("no fallback reported, but no function or MPI_T variable of this build shows what ran (the "
+                        "absence of a message, not positive evidence)")
     alg = library(library_name).algorithms[algorithm]
     everyone = set(range(ranks))
     unknown = everyone - set(evidence.hosts)

@@ -12,8 +12,9 @@
 3. Predict each candidate's Allreduce time per step (``ardlab.analysis.picks.predict``: the calls x the measured
    times), pick per library the fastest that the library's own behaviour proves it runs (``ardlab.advise.prove``;
    a silent fallback is reported and the next candidate taken).
-4. Write each library's tuned selection file from the raced rows (``ardlab.analysis.tuned``: the fastest measured
-   algorithm per size, in the library's own format), so the library selects per size as the job's calls need.
+4. Write each library's tuned selection file from the raced rows (``ardlab.analysis.tuned.tested_ranges``: per size
+   the forced algorithm faster than the default beyond noise in a paired test over the rounds, the library's own
+   selection elsewhere; in the library's own format), so the library selects per size as the job's calls need.
 5. Check in training: each library's default against its pick and its tuned file, paired and interleaved
    (``ardlab.driver``; a user's program timed as a whole, start-up included), the measured speedup with its interval
    beside the predicted one.
@@ -391,20 +392,27 @@ def choose(predictions) -> dict[str, str]:
     return {lib: names[0] for lib, names in ranked(predictions).items()}
 
 
-def write_tuned(job: Job, bench, folder: Path, allowed: dict[str, set[str]] | None = None) -> dict[str, str]:
-    """Each library's tuned selection file from the raced rows (the fastest forced algorithm per measured size), in
-    `folder`; with `allowed`, from those algorithms of each library only. A library with no forced algorithm measured
-    (or allowed) gets none."""
+def write_tuned(job: Job, bench, folder: Path, allowed: dict[str, set[str]] | None = None,
+                why_none: dict[str, str] | None = None) -> dict[str, str]:
+    """Each library's tuned selection file from the raced rows, in `folder`: per measured size the forced algorithm
+    that beat the library's default beyond noise in a paired test over the rounds, the library's own selection
+    where none did (``ardlab.analysis.tuned.tested_ranges``); with `allowed`, from those algorithms of each library
+    only. A library where no size has such a winner gets none (why, in `why_none` where given)."""
     from ardlab.analysis import tuned
+    from ardlab.comm.libraries import DEFAULT
 
     bench = bench.assign(avg_us=bench["avg_us"].astype(float), size_bytes=bench["size_bytes"].astype(int),
-                         ranks=bench["ranks"].astype(int))
+                         ranks=bench["ranks"].astype(int), round=bench["round"].astype(int))
     out = {}
     for lib in sorted(set(bench["library"])):
-        rows = bench if allowed is None else bench[(bench["library"] != lib) | bench["algorithm"].isin(allowed[lib])]
+        rows = bench[bench["library"] == lib]
+        if allowed is not None:
+            rows = rows[rows["algorithm"].isin(allowed[lib] | {DEFAULT})]
         try:
-            ranges = tuned.best_ranges(rows, lib, job.ranks)
-        except ValueError:  # only the default raced: nothing to select from
+            ranges = tuned.tested_ranges(rows, lib, job.ranks)
+        except ValueError as e:  # only the default raced, or nothing beat it beyond noise: nothing to select
+            if why_none is not None:
+                why_none[lib] = str(e)
             continue
         out[lib] = str(tuned.write(lib, ranges, job.ranks, tuned.path(folder, lib, job.ranks, job.nodes)))
     return out
@@ -437,10 +445,12 @@ def proven_tuned(job: Job, bench, folder: Path, verdicts: dict[tuple[str, str], 
                  f"{job.ranks} ranks"} for a in sorted(set(bench.loc[bench["library"] == lib, "algorithm"]))
                 if a != DEFAULT and job.ranks in table[a].runs_instead]
         while True:
-            files = write_tuned(job, bench[bench["library"] == lib], folder, {lib: allowed})
+            why_none: dict[str, str] = {}
+            files = write_tuned(job, bench[bench["library"] == lib], folder, {lib: allowed}, why_none)
             if lib not in files:
+                log += [{"library": lib, "algorithm": "tuned", "left_out": why_none[lib]}] if lib in why_none else []
                 break
-            ranges = tuned.read_ranges(files[lib])
+            ranges = [r for r in tuned.read_ranges(files[lib]) if r.algorithm != DEFAULT]  # the others name nothing
             unproven = [r for r in ranges if (lib, r.algorithm) not in verdicts]
             if unproven and out_of_time():
                 break
@@ -458,8 +468,8 @@ def proven_tuned(job: Job, bench, folder: Path, verdicts: dict[tuple[str, str], 
             log.append({"library": lib, "algorithm": "tuned", "left_out": "the budget: no time left to prove it"})
             _drop(files[lib])
             continue
-        wrong = [(r, v) for r in tuned.read_ranges(files[lib])
-                 if (v := file_prover(lib, files[lib], r.algorithm, _count_in(r, sizes))) not in PICKABLE]
+        wrong = [(r, v) for r in tuned.read_ranges(files[lib]) if r.algorithm != DEFAULT
+                 and (v := file_prover(lib, files[lib], r.algorithm, _count_in(r, sizes))) not in PICKABLE]
         if wrong:
             log += [{"library": lib, "algorithm": "tuned", "left_out": "the file's probe: " + "; ".join(
                 f"{r.lo}-{r.hi} bytes ({r.algorithm}): {v}" for r, v in wrong)}]

@@ -1,9 +1,10 @@
 """Tuned selection files: make each library itself choose the best measured Allreduce per message size.
 
 From microbenchmark rows (the library's forced algorithms that a selection file can name, one rank count;
-not 'default', not ours) the best algorithm per measured size is found
-(median over rounds), neighbouring sizes with the same winner merge into ranges, and the ranges are
-written in the library's own format:
+not 'default', not ours) the best algorithm per measured size is found, neighbouring sizes with the same winner merge
+into ranges, and the ranges are written in the library's own format. ``best_ranges`` (the workflow's `tune` rule)
+takes the lowest median over rounds; ``tested_ranges`` (``ardlab advise``) a winner only where a paired test over the
+rounds says it beat the default beyond noise, leaving the range to the library's own selection elsewhere. Formats:
 
 - Open MPI: a coll/tuned dynamic rules file (``OMPI_MCA_coll_tuned_dynamic_rules_filename``);
 - Intel MPI: an ``I_MPI_ADJUST_ALLREDUCE`` value ``id:lo-hi;...`` (the file holds the value);
@@ -22,6 +23,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ardlab.comm.libraries import DEFAULT, OMPI_SEGMENT_VAR, library
@@ -58,6 +60,56 @@ def best_ranges(df: pd.DataFrame, library_name: str, ranks: int) -> list[Range]:
     med = sel.groupby(["size_bytes", "algorithm"]).avg_us.median().reset_index()
     winners = med.loc[med.groupby("size_bytes").avg_us.idxmin()]
     return merge_ranges(zip(winners.size_bytes, winners.algorithm))
+
+
+def tested_ranges(df: pd.DataFrame, library_name: str, ranks: int, confidence: float = 0.95) -> list[Range]:
+    """Winner per size by a paired test over the rounds, merged into ranges: at each size the forced algorithm with
+    the highest geometric-mean speedup over the library's default (paired by round), named only where that speedup
+    is beyond noise (the lower end of its t interval above 1, at level 1 - (1 - confidence) / k for the largest of
+    the k algorithms measured there: ``ardlab.stats.max_adjusted_ci``, which needs ``MIN_ROUNDS`` rounds); elsewhere
+    the range is left to the library's own selection (DEFAULT). A library whose file cannot leave a range to its own
+    selection (no ``Library.default_selection_value``: Intel MPI) gets the leader there, when it is within noise of
+    the default (not slower beyond noise). `df` needs a ``round`` column. ValueError where no size has a winner (a
+    file would only restate the default), or where such a library's default beat every forced algorithm at a size
+    beyond noise."""
+    from ardlab.stats import max_adjusted_ci
+
+    lib = library(library_name)
+    candidates = [n for n, a in lib.algorithms.items() if n != DEFAULT and a.selectable]
+    sel = df[(df.library == library_name) & (df.ranks == ranks)]
+    forced = sel[sel.algorithm.isin(candidates)]
+    if forced.empty:
+        raise ValueError(f"no {lib.display} measurements of forced algorithms at {ranks} ranks to tune from "
+                         f"(candidates: {', '.join(candidates)})")
+    times = sel.pivot_table(index="round", columns=["size_bytes", "algorithm"], values="avg_us", aggfunc="median")
+    winners = []
+    for size in sorted({int(s) for s in sel.size_bytes}):
+        by = times[size] if size in times.columns.get_level_values(0) else None
+        if by is None or DEFAULT not in by:
+            raise ValueError(f"no {lib.display} default measured at {size} bytes to test the forced algorithms "
+                             "against")
+        base = by[DEFAULT]
+        tested = {}
+        for alg in (a for a in by.columns if a in candidates):
+            both = base.notna() & by[alg].notna()
+            tested[alg] = (base[both].to_numpy(), by[alg][both].to_numpy())
+        best = DEFAULT
+        speedups = {a: float(np.exp(np.mean(np.log(b / v)))) for a, (b, v) in tested.items() if len(b)}
+        if speedups:
+            leader = max(speedups, key=speedups.get)
+            _, low, high = max_adjusted_ci(*tested[leader], len(tested))
+            if low == low and low > 1:
+                best = leader
+            elif not lib.default_selection_value:
+                if high == high and high < 1:
+                    raise ValueError(f"{lib.display}'s default beat every forced algorithm at {size} bytes beyond "
+                                     "noise, and its selection file cannot leave a range to its own selection")
+                best = leader  # within noise of the default: the file must name an algorithm
+        winners.append((size, best))
+    if all(alg == DEFAULT for _, alg in winners):
+        raise ValueError(f"no size where a forced {lib.display} algorithm is faster than its default beyond noise "
+                         f"at {ranks} ranks")
+    return merge_ranges(winners)
 
 
 def read_ranges(selection_file: str | Path) -> list[Range]:
@@ -137,6 +189,9 @@ def mpich_json(ranges: list[Range], ranks: int, libmpi: str | Path | None = None
     ours: dict = {}
     for r in ranges:
         key = "avg_msg_size=any" if r.hi == MAX_BYTES else f"avg_msg_size<={r.hi}"
+        if r.algorithm == DEFAULT:  # left to MPICH's own choice: its built-in tree there
+            ours[key] = default_intra
+            continue
         params = {p: {} for p in algs[r.algorithm].selection_params}
         ours[key] = {f"algorithm=MPIR_Allreduce_intra_{r.algorithm}": params}
     # Selected algorithms run unchecked: keep the built-in choice wherever one of them might not apply

@@ -196,6 +196,11 @@ class Library:
     # ardlab.analysis.tuned.WRITERS.
     algorithm_var: str = ""
     tuned_writer: str = ""
+    # The value by which a tuned selection file leaves a size range to the library's own selection (a range where no
+    # forced algorithm measured faster than the default beyond noise; MPICH's writer puts its built-in tree there);
+    # empty where the file's format has none (ardlab.analysis.tuned.tested_ranges then names the measured leader,
+    # within noise of the default).
+    default_selection_value: str = ""
     # A crash of a rank inside the library's MPI_Init that is a race of the library's own start-up, not of the
     # program (nothing has run yet): a pattern over one stream of a launch's output (stdout or stderr), and what it
     # is. launch.execute starts such a launch again, saying so. Empty: none known.
@@ -203,7 +208,12 @@ class Library:
     init_crash_why: str = ""
 
     def selection_value(self, algorithm: str) -> str:
-        """How this library's tuned selection files name `algorithm` (the value that forces it)."""
+        """How this library's tuned selection files name `algorithm` (the value that forces it; for DEFAULT, the value
+        that leaves the range to the library's own selection)."""
+        if algorithm == DEFAULT:
+            if not self.default_selection_value:
+                raise ValueError(f"{self.display}'s tuned selection files have no value for its own selection")
+            return self.default_selection_value
         return self.algorithms[algorithm].env[self.algorithm_var]
 
     def tuned_env(self, path: str | os.PathLike) -> dict[str, str]:
@@ -325,6 +335,7 @@ MPICH = Library(
     fallback_report=r"Allreduce (\w+) cannot be applied",
     algorithm_var=_MPICH_VAR,
     tuned_writer="mpich_json",
+    default_selection_value="auto",  # the JSON writer keeps MPICH's built-in tree in such a range
     switching=Switching(
         takes_effect="call", force={"MPIR_CVAR_DEVICE_COLLECTIVES": "none"},
         proof="one launch of 2 ranks switched default -> ring -> default -> ring: MPIR_CVAR_COLLECTIVE_FALLBACK=print "
@@ -382,6 +393,7 @@ OPENMPI = Library(
     soname="libmpi.so.40",
     algorithm_var=_OMPI_VAR,
     tuned_writer="openmpi_rules",
+    default_selection_value="0",  # a dynamic rule's algorithm 0: coll/tuned's fixed decision
     # A rank's signal handler prints its pid's prefix on every line: the segfault and a frame in ompi_mpi_init. Seen
     # under srun --mpi=pmix on the emulated cluster, how often: docs/cluster.md.
     init_crash=r"\[(?P<proc>[^\]\s]+)\] Signal: Segmentation fault[^\n]*\n(?:[^\n]*\n)*?\[(?P=proc)\] \[ *\d+\] "
@@ -481,6 +493,8 @@ INTELMPI = Library(
     soname="libmpi.so.12",
     algorithm_var=_IMPI_VAR,
     tuned_writer="intelmpi_adjust",
+    # none: I_MPI_ADJUST_ALLREDUCE's preset 0, and any size its conditions leave out, run Intel MPI's "basic logic",
+    # not its tuning file's choice (measured at 2 ranks, 1 MiB: recursive doubling where the default runs nb_ring)
     srun_env={"I_MPI_PMI_LIBRARY": PMI2_LIBRARY},
     # Intel MPI dlopens libfabric.so.1 only across nodes (one node's ranks use shared memory alone); seen: Horovod's
     # MPI_Init under srun on 2 nodes failing with "failed to load libfabric.so.1".
