@@ -205,13 +205,13 @@ def test_racing_leaves_the_proofs_and_the_check_their_time_on_a_fake_clock(budge
     assert now[0] + rounds[-1]["seconds"] + reserve > deadline  # one more round would not have fitted
 
 
-def test_a_budget_the_first_round_leaves_too_short_is_refused_with_what_it_needs(monkeypatch):
+def test_a_budget_the_first_round_leaves_too_short_ends_the_race_with_what_it_needs(monkeypatch):
     """On a fake clock, a 5 min budget whose first microbenchmark round takes 4 min: the proofs and the check no
-    longer fit, so advise refuses before proving anything, naming what each took and the budget that would hold it
-    (instead of overrunning the budget or answering without its check)."""
+    longer fit, so the race ends before anything is proven (NoTimeToRace: advise keeps the defaults' answer), naming
+    what each took and the budget that would hold it, with the round's rows and its log (instead of overrunning the
+    budget or answering without its check)."""
     now = [0.0]
     calls = pd.DataFrame({"op": ["sum"], "bytes": [4096], "calls_per_step": [10.0]})
-    proved = []
 
     def bench_round(job, alive, sizes, r, seed, mib):
         now[0] += 240.0
@@ -219,14 +219,113 @@ def test_a_budget_the_first_round_leaves_too_short_is_refused_with_what_it_needs
                               "nodes": 1, "round": r} for lib, names in alive.items() for a in names])
 
     monkeypatch.setattr(run, "_bench_round", bench_round)
-    monkeypatch.setattr(run, "predicted", lambda *a: proved.append(a))  # never reached
     settings = run.Settings(["mpich", "openmpi"], 300, rounds=10)
-    with pytest.raises(ValueError, match=r"--budget 5m cannot hold the answer: learning the calls and one "
-                                         r"microbenchmark round took 4\.0 min \(the round 240 s\), and the proofs "
-                                         r"\(about \d+ s\) and the training check \(about 30 s\) need more than the "
-                                         r"1\.0 min left; give at least \d+m"):
+    with pytest.raises(run.NoTimeToRace, match=r"--budget 5m cannot hold the answer: learning the calls and one "
+                                               r"microbenchmark round took 4\.0 min \(the round 240 s\), and the "
+                                               r"proofs \(about \d+ s\) and the training check \(about 30 s\) need "
+                                               r"more than the 1\.0 min left; give at least \d+m") as stopped:
         run.race(run.Job("tensorflow", "alexnet", 2), settings, calls, [4096], 300, 30, clock=lambda: now[0])
-    assert not proved
+    assert set(stopped.value.rows["round"]) == {0} and set(stopped.value.predictions["library"]) == {"mpich", "openmpi"}
+    assert stopped.value.log[-1]["event"].startswith("stopped: --budget 5m cannot hold the answer")
+
+
+def _staged(monkeypatch, launch_s: float, race_outcome):
+    """advise() on a fake clock: the first training run and each check launch take `launch_s`, a library's launch a
+    round; `race_outcome` is what the race returns (or raises) after 10 fake minutes. Returns (the answers handed on
+    as they were written: stage, clock, the libraries' settings; a runner of advise)."""
+    from types import SimpleNamespace
+
+    from ardlab.advise import prove
+
+    now = [0.0]
+    monkeypatch.setattr(run, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    calls = pd.DataFrame({"op": ["sum"], "bytes": [4096], "calls": [30], "calls_per_step": [10.0]})
+
+    def learn(job, lib, steps):
+        now[0] += launch_s
+        return calls
+
+    def check(job, settings, picks, tuned=None):
+        rows = []
+        for r in range(settings.check_rounds):
+            for lib, alg in picks.items():
+                now[0] += launch_s * (2 if alg != "default" else 1)
+                for a in dict.fromkeys(["default", alg]):
+                    rate = 10.0 * (1.3 if lib == "mpich" else 1.0) * (1.1 if a != "default" else 1.0)
+                    rows.append({"round": r, "library": lib, "algorithm": a, "rate": rate, "unit_s": 1 / rate})
+        return pd.DataFrame(rows)
+
+    def race(*args, **kwargs):
+        now[0] += 600
+        if isinstance(race_outcome, Exception):
+            raise race_outcome
+        return race_outcome
+
+    monkeypatch.setattr(run, "learn_calls", learn)
+    monkeypatch.setattr(run, "check_training", check)
+    monkeypatch.setattr(run, "race", race)
+    monkeypatch.setattr(prove, "probe_pick", lambda job, lib, alg, count: (prove.PROVEN, {"why": "replayed"}))
+    written = []
+
+    def advise(budget_s):
+        settings = run.Settings(["mpich", "openmpi"], budget_s, progress=False)
+        return run.advise(run.Job("tensorflow", "alexnet", 2), settings, on_answer=lambda a: written.append(
+            (a.stage, now[0], dict(a.picks), a.stopped)))
+
+    return written, advise
+
+
+def test_the_defaults_answer_comes_first_and_the_complete_one_rewrites_it(monkeypatch):
+    """Anytime: the defaults' paired training rounds are answered first (after the first run and 2 libraries x 5
+    rounds of 20 s: 220 s), then the race, the proven picks and their check in new paired rounds rewrite it; the
+    first stage's rows are kept apart."""
+    bench = pd.DataFrame([{"library": lib, "algorithm": a, "size_bytes": 4096, "avg_us": t, "ranks": 2, "nodes": 1,
+                           "round": r} for r in range(5) for lib in ("mpich", "openmpi")
+                          for a, t in (("default", 100.0), ("ring", 80.0))])
+    pred = pd.DataFrame([{"round": r, "library": lib, "algorithm": a, "predicted_us_per_step": t} for r in range(5)
+                         for lib in ("mpich", "openmpi") for a, t in (("default", 1000.0), ("ring", 800.0))])
+    written, advise = _staged(monkeypatch, 20.0, (bench, pred, [{"round": 0}], 1.0))
+    a = advise(3600)
+    assert [(w[0], w[1]) for w in written] == [("defaults", 220.0), ("complete", 220.0 + 600 + 2 * 5 * 40)]
+    assert written[0][2] == {"mpich": "default", "openmpi": "default"} and a.picks == {"mpich": "ring",
+                                                                                        "openmpi": "ring"}
+    assert a.stage == "complete" and [s["stage"] for s in a.stages] == ["defaults", "complete"]
+    assert set(a.defaults_check["algorithm"]) == {"default"} and set(a.check["algorithm"]) == {"default", "ring"}
+    text = answer.markdown(a, answer.rows(a), answer.cost(a, answer.rows(a)), None, answer.recommendation(a))
+    assert "first stage" not in text
+
+
+@pytest.mark.parametrize("budget_s, race_raises, stopped", [
+    (600, False, "the budget left no time for the race: the complete check alone (about 7.3 min"),
+    (3600, True, "the race stopped after its first round: too short"),
+])
+def test_the_defaults_answer_stands_where_the_budget_holds_nothing_more(monkeypatch, tmp_path, budget_s,
+                                                                        race_raises, stopped):
+    """A budget that holds the first stage but not the complete check (600 s: 220 s spent, 440 s estimated for the
+    check, 2 x the first stage's 200 s and a tenth), or a race whose first round leaves no time for the proofs and
+    the check: the defaults' answer stands, saying why, and is what the run folder holds."""
+    outcome = run.NoTimeToRace("too short", pd.DataFrame(), pd.DataFrame(), [{"round": 0, "event": "stopped"}])
+    written, advise = _staged(monkeypatch, 20.0, outcome if race_raises else None)
+    a = advise(budget_s)
+    assert a.stage == "defaults" and a.stopped.startswith(stopped), a.stopped
+    assert [w[0] for w in written] == ["defaults", "defaults"] and written[-1][3] == a.stopped
+    run.write(a, tmp_path)
+    doc = json.loads((tmp_path / "answer.json").read_text())
+    assert doc["stage"] == "defaults" and doc["stopped"] == a.stopped and doc["stages"] == [
+        {"stage": "defaults", "written_at_s": 220.0}]
+    assert doc["recommendation"]["library"] == "mpich" and "MPICH" in doc["recommendation"]["text"]
+    text = (tmp_path / "answer.md").read_text()
+    assert f"it stands, as {a.stopped}." in text and "only the defaults checked (the budget)" in text
+    assert not (tmp_path / "check-defaults.csv").exists() and (tmp_path / "check.csv").exists()
+
+
+def test_a_budget_too_small_for_the_first_stage_is_refused_after_the_first_run(monkeypatch):
+    written, advise = _staged(monkeypatch, 20.0, None)
+    with pytest.raises(ValueError, match=r"--budget 3m cannot hold the first stage, each library's default in 5 "
+                                         r"paired training rounds \(3\.3 min estimated from the first training run, "
+                                         r"which took 20 s\); give at least 5m"):
+        advise(180)
+    assert written == []
 
 
 def test_a_tuned_file_without_time_for_its_proofs_is_left_out(tmp_path):
@@ -306,8 +405,9 @@ def test_a_users_script_is_timed_per_step_from_inside_with_its_start_up_apart(mo
 
 @pytest.mark.slow
 def test_advise_answers_for_a_small_horovod_job_within_its_budget(tmp_path):
-    """Real: TensorFlow + Horovod (simplecnn) on 2 ranks with MPICH, its calls counted, 2 microbenchmark rounds of
-    every applicable algorithm, 5 paired training rounds, the answer written; within the budget plus 10%."""
+    """Real: TensorFlow + Horovod (simplecnn) on 2 ranks with MPICH, its calls counted, the default's 5 training
+    rounds answered first, then 2 microbenchmark rounds of every applicable algorithm and 5 new paired training
+    rounds, the answer rewritten; within the budget plus 10%."""
     import json
     import time
 
@@ -323,6 +423,10 @@ def test_advise_answers_for_a_small_horovod_job_within_its_budget(tmp_path):
     assert proc.returncode == answer.EXIT_CODES[doc["recommendation"]["status"]]  # the exit code says which
     (row,) = doc["answer"]
     assert row["library"] == "mpich" and row["setting"]
+    assert doc["stage"] == "complete" and [s["stage"] for s in doc["stages"]] == ["defaults", "complete"], doc
+    assert doc["stages"][0]["written_at_s"] < doc["stages"][1]["written_at_s"] <= took
+    first = pd.read_csv(out / "check-defaults.csv")
+    assert set(first["algorithm"]) == {"default"} and sorted(set(first["round"])) == [0, 1, 2, 3, 4]
     assert len(doc["race"]) == 2
     check = pd.read_csv(out / "check.csv")
     assert sorted(set(check["round"])) == [0, 1, 2, 3, 4]

@@ -551,7 +551,7 @@ def _advise(args: argparse.Namespace) -> int:
                             rounds=args.rounds, check_rounds=args.check_rounds, bench_mib=args.bench_mib,
                             seed=args.seed,
                             progress=not args.no_progress, output=Path(args.output))
-    advice = run.advise(job, settings)
+    advice = run.advise(job, settings, on_answer=lambda a: run.write(a, Path(args.output)))  # each stage's answer
     written = run.write(advice, Path(args.output))
     print((Path(args.output) / "answer.md").read_text())
     print(f"wrote {len(written)} files to {args.output}: " + ", ".join(p.name for p in written))

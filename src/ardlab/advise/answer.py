@@ -24,7 +24,9 @@ import numpy as np
 from ardlab.comm.libraries import DEFAULT, TUNED, library
 from ardlab.stats import FASTER, SLOWER, max_adjusted_ci, speedup_ci, verdict
 
-SCHEMA_VERSION = 2  # answer.json's layout: 2 adds the recommendation, the steps taken apart and this field
+# answer.json's layout: 2 adds the recommendation, the steps taken apart and this field; 3 the stage the answer is of
+# (`stage`: defaults or complete), when each stage's answer was written (`stages`) and why a later one did not run
+SCHEMA_VERSION = 3
 ANSWERED, INCONCLUSIVE = "answered", "inconclusive"
 EXIT_CODES = {ANSWERED: 0, INCONCLUSIVE: 3}  # ardlab advise's exit status per recommendation status (failed: 2)
 
@@ -56,14 +58,25 @@ def _speedup(check, variant: tuple[str, str], baseline: tuple[str, str], n: int 
 
 def rows(advice) -> list[dict]:
     """One row per library: its pick, the predicted and measured speedup over its default, the verdict."""
+    from ardlab.advise.prove import PICKABLE
+    from ardlab.advise.run import DEFAULTS
+
     out = []
     pred = advice.predictions
     for lib, alg in advice.picks.items():
         proofs = [p for p in advice.proofs if p["library"] == lib]
+        rejected = [p for p in proofs if p["proof"] not in PICKABLE]
+        if advice.stage == DEFAULTS:
+            why = "only the defaults checked so far" if not advice.stopped else "only the defaults checked (the budget)"
+        elif rejected:
+            why = (f"the default: its {len(rejected)} better-predicted candidate(s) ran something else ("
+                   + ", ".join(p["algorithm"] for p in rejected) + ")")
+        else:
+            why = "the default is the best predicted here"
         row = {"library": lib, "setting": alg, "proof": "; ".join(f"{p['algorithm']}: {p['proof']}" for p in proofs)
                or "-", "predicted": 1.0, "predicted_low": math.nan,
                "predicted_high": math.nan, "measured": 1.0, "measured_low": math.nan, "measured_high": math.nan,
-               "verdict": "the default is the best predicted here", "env": library(lib).algorithm_env(alg)}
+               "verdict": why, "env": library(lib).algorithm_env(alg)}
         if alg != DEFAULT:
             p = pred[pred["library"] == lib].pivot_table(index="round", columns="algorithm",
                                                          values="predicted_us_per_step")[[DEFAULT, alg]].dropna()
@@ -88,7 +101,8 @@ def step_parts(advice) -> list[dict]:
     check, pred = advice.check, advice.predictions
     if "allreduce_in_step_s" not in check or check["allreduce_in_step_s"].replace("", np.nan).isna().all():
         return []
-    predicted = pred.groupby(["library", "algorithm"])["predicted_us_per_step"].median() / 1e6
+    predicted = ({} if pred is None else  # the first stage: no microbenchmark yet
+                 pred.groupby(["library", "algorithm"])["predicted_us_per_step"].median() / 1e6)
     out = []
     for (lib, alg), g in check.groupby(["library", "algorithm"], sort=True):
         step = g["step_s"].astype(float).median()
@@ -295,6 +309,13 @@ def markdown(advice, table: list[dict], spent: dict, best: dict | None = None, r
     lines = [f"# ardlab advise: {what}, {job.ranks} ranks on {job.nodes} node(s)", ""]
     if recommended:
         lines += [recommended["text"], ""]
+    from ardlab.advise.run import DEFAULTS
+
+    if advice.stage == DEFAULTS:
+        when = advice.stages[0]["written_at_s"] / 60 if advice.stages else spent["seconds"] / 60
+        lines += [f"The first stage's answer (each library's default in paired training rounds, after {when:.1f} min): "
+                  + (f"it stands, as {advice.stopped}." if advice.stopped else "the race, the proven picks and tuned "
+                     "files and their check in new paired rounds follow, and rewrite it."), ""]
     lines += ["| library | setting | predicted | measured | verdict | proof of the forced setting "
              "| tuned file, measured |",
              "|---|---|---|---|---|---|---|"]
@@ -359,7 +380,8 @@ def write(advice, output: Path) -> list[Path]:
                             folder=output))
         paths.append(path)
     kept = {k: getattr(advice.settings, k) for k in ("budget_s", "rounds", "check_rounds", "check_steps", "seed")}
-    doc = {"schema_version": SCHEMA_VERSION, "recommendation": recommended,
+    doc = {"schema_version": SCHEMA_VERSION, "recommendation": recommended, "stage": advice.stage,
+           "stages": advice.stages, "stopped": advice.stopped,
            "job": vars(advice.job), "libraries": advice.settings.libraries, "settings": kept, "race": advice.race,
            "proofs": advice.proofs, "tuned_left_out": advice.tuned_log,
            "answer": [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in table],

@@ -5,22 +5,25 @@
    user's own Python program (an mpi4py or Horovod script and its arguments, run by each library environment's
    Python), whose calls are counted with the counter preloaded (LD_PRELOAD) and divided by the steps it says it runs
    (per run of the program where it says none).
-2. Measure only what matters: the microbenchmark at those sizes, every installed library x applicable algorithm
+2. The first answer: each library's default in paired, interleaved training rounds, the cross-library answer one can
+   act on within minutes, written at once (stage DEFAULTS).
+3. Measure only what matters: the microbenchmark at those sizes, every installed library x applicable algorithm
    (the table's silent fallbacks left out), validated (each call's sum checked), in paired, interleaved rounds;
    after each round, algorithms clearly slower than their library's leader leave the race (``ardlab.advise.race``);
    each library's default always stays (it is what the choice is checked against).
-3. Predict each candidate's Allreduce time per step (``ardlab.analysis.picks.predict``: the calls x the measured
+4. Predict each candidate's Allreduce time per step (``ardlab.analysis.picks.predict``: the calls x the measured
    times), pick per library the fastest that the library's own behaviour proves it runs (``ardlab.advise.prove``;
    a silent fallback is reported and the next candidate taken).
-4. Write each library's tuned selection file from the raced rows (``ardlab.analysis.tuned.tested_ranges``: per size
+5. Write each library's tuned selection file from the raced rows (``ardlab.analysis.tuned.tested_ranges``: per size
    the forced algorithm faster than the default beyond noise in a paired test over the rounds, the library's own
    selection elsewhere; in the library's own format), so the library selects per size as the job's calls need.
-5. Check in training: each library's default against its pick and its tuned file, paired and interleaved
-   (``ardlab.driver``; a user's program timed as a whole, start-up included), the measured speedup with its interval
-   beside the predicted one.
+6. Check in training: each library's default against its pick and its tuned file, paired and interleaved in new
+   rounds (``ardlab.driver``; a user's program timed per step from inside where it says its steps), the measured
+   speedup with its interval beside the predicted one; the answer rewritten from these rows (stage COMPLETE).
 
-Racing stops when the rounds asked for are done or when the training check would no longer fit the budget. What
-cannot be seen is said: calls other than sums (Horovod's coordination) are listed but not tuned for.
+Racing stops when the rounds asked for are done or when the proofs and the training check would no longer fit the
+budget; where the race or the check cannot fit at all, the defaults' answer stands, saying why. What cannot be seen
+is said: calls other than sums (Horovod's coordination) are listed but not tuned for.
 """
 
 from __future__ import annotations
@@ -173,6 +176,25 @@ class Advice:
     tuned_log: list[dict] = field(default_factory=list)  # what was left out of the tuned files, and why
     check: object = None  # pandas: every training row of the check
     seconds: dict[str, float] = field(default_factory=dict)  # phase -> wall seconds
+    # the stage the answer is of: DEFAULTS (each library's default in paired training rounds, the first answer) or
+    # COMPLETE (the race, the proven picks and tuned files, checked against the defaults in new paired rounds);
+    # each stage's answer, when it was written (seconds from the start); why a later stage did not run
+    stage: str = ""
+    stages: list[dict] = field(default_factory=list)
+    stopped: str = ""
+    defaults_check: object = None  # pandas: the first stage's training rows, kept once the complete check replaces them
+
+
+DEFAULTS, COMPLETE = "defaults", "complete"
+
+
+class NoTimeToRace(ValueError):
+    """The first microbenchmark round left too little of the budget for the proofs and the training check: what was
+    measured so far travels with it (rows, predictions, log), and advise() keeps the defaults' answer."""
+
+    def __init__(self, message: str, rows=None, predictions=None, log=None):
+        super().__init__(message)
+        self.rows, self.predictions, self.log = rows, predictions, log or []
 
 
 def check_inputs(job: Job, settings: Settings) -> None:
@@ -348,10 +370,15 @@ def race(job: Job, settings: Settings, calls, sizes: list[int], deadline: float,
         rows.append(_bench_round(job, alive, sizes, r, settings.seed, settings.bench_mib))
         round_s = clock() - started
         probe_s = PROBE_LAUNCHES * round_s / measured
-        if r == 0:
-            _refuse_if_short(settings.budget_s, deadline - clock(), round_s,
-                             len(alive) * PROBES_RESERVED * probe_s, check_estimate_s)
         pred = predicted(pd.concat(rows, ignore_index=True), calls)
+        if r == 0:
+            try:
+                _refuse_if_short(settings.budget_s, deadline - clock(), round_s,
+                                 len(alive) * PROBES_RESERVED * probe_s, check_estimate_s)
+            except ValueError as e:
+                log.append({"round": r, "measured": measured, "seconds": round(round_s, 1), "dropped": "",
+                            "event": f"stopped: {e}"})
+                raise NoTimeToRace(str(e), pd.concat(rows, ignore_index=True), pred, log) from None
         left = []
         for lib in list(alive):
             p = pred[pred["library"] == lib].pivot_table(index="round", columns="algorithm",
@@ -366,10 +393,10 @@ def race(job: Job, settings: Settings, calls, sizes: list[int], deadline: float,
 
 
 def _refuse_if_short(budget_s: float, left_s: float, round_s: float, proofs_s: float, check_s: float) -> None:
-    """After the first microbenchmark round: refuse (ValueError, before anything is proven, checked or written) when
-    the proofs and the training check no longer fit in what the budget has `left_s`, saying what each was measured
-    or estimated to take and the budget that would hold them; the answer would otherwise overrun the budget or come
-    without its check."""
+    """After the first microbenchmark round: ValueError (before anything is proven or checked: ``race`` raises it as
+    NoTimeToRace, and advise() keeps the defaults' answer) when the proofs and the training check no longer fit in
+    what the budget has `left_s`, saying what each was measured or estimated to take and the budget that would hold
+    them; the answer would otherwise overrun the budget or come without its check."""
     if proofs_s + check_s <= left_s:
         return
     used = budget_s - left_s
@@ -572,9 +599,21 @@ def _check_command(job: Job, settings: Settings, picks: dict[str, str], tuned_fi
     return pd.DataFrame(rows)
 
 
-def advise(job: Job, settings: Settings) -> Advice:
-    """Learn, race, choose, check (the module's docstring), within settings.budget_s."""
+# The training launches of the complete check a round for each of the first stage's (one a library: its default):
+# ardlab's models switch the default and the pick inside one launch and run the tuned file in a second; one's own
+# program runs each variant in its own launch. The estimate of the complete check is the first stage's time times
+# this, and a tenth more.
+CHECK_LAUNCHES = {"model": 2, "command": 3}
+
+
+def advise(job: Job, settings: Settings, on_answer: Callable[[Advice], None] | None = None) -> Advice:
+    """Learn, check the defaults, race, choose, check (the module's docstring), within settings.budget_s: anytime,
+    each stage's answer handed to `on_answer` as soon as it exists (the defaults' within minutes), the last returned.
+    A budget too small for the first stage is refused (ValueError) after the first training run, before anything else
+    runs; one too small for the race or the complete check ends with the defaults' answer, saying why (``stopped``)."""
     from tqdm import tqdm
+
+    from ardlab.comm.libraries import DEFAULT
 
     check_inputs(job, settings)
     start = time.monotonic()
@@ -586,47 +625,81 @@ def advise(job: Job, settings: Settings) -> Advice:
         bar.n = min(int(time.monotonic() - start), int(settings.budget_s))
         bar.set_postfix_str(f"{what} {max(0, deadline - time.monotonic()) / 60:.1f} min left".strip())
 
+    def answered(stage: str) -> None:
+        advice.stage = stage
+        advice.seconds["total"] = time.monotonic() - start
+        if not advice.stages or advice.stages[-1]["stage"] != stage:
+            advice.stages.append({"stage": stage, "written_at_s": round(advice.seconds["total"], 1)})
+        if on_answer is not None:
+            on_answer(advice)
+
+    def finished() -> Advice:
+        tick("done")
+        bar.close()
+        return advice
+
     tick("learning the job's calls")
     t0 = time.monotonic()
     calls = learn_calls(job, settings.libraries[0], steps=settings.check_steps)
     learn_s = time.monotonic() - t0
     advice = Advice(job, settings, calls, seconds={"learn": learn_s})
     sizes = sizes_of(calls)
-    # a training launch took learn_s; the check runs about two a library and round (default and pick switched in one,
-    # the tuned file in its own)
-    check_estimate = learn_s * settings.check_rounds * len(settings.libraries) * 2.5
-    if start + learn_s + check_estimate > deadline:
-        need = (learn_s + check_estimate) * 1.3 / 60
-        raise ValueError(f"--budget {settings.budget_s / 60:.0f}m cannot hold the training check "
-                         f"({check_estimate / 60:.1f} min estimated from the first training run), let alone a "
-                         f"microbenchmark round; give at least {need:.0f}m")
+    # the first stage: a training launch a library and round, each about as long as the first run
+    first_estimate = learn_s * settings.check_rounds * len(settings.libraries)
+    if start + learn_s + first_estimate > deadline:
+        need = (learn_s + first_estimate) * 1.3 / 60
+        raise ValueError(f"--budget {settings.budget_s / 60:.0f}m cannot hold the first stage, each library's default "
+                         f"in {settings.check_rounds} paired training rounds ({first_estimate / 60:.1f} min estimated "
+                         f"from the first training run, which took {learn_s:.0f} s); give at least {need:.0f}m")
+    tick("the defaults in training")
+    t0 = time.monotonic()
+    defaults = {lib: DEFAULT for lib in settings.libraries}
+    advice.picks = dict(defaults)
+    advice.check = check_training(job, settings, defaults)
+    advice.seconds["defaults"] = time.monotonic() - t0
+    answered(DEFAULTS)
+
+    check_estimate = advice.seconds["defaults"] * CHECK_LAUNCHES["command" if job.command else "model"] * 1.1
+    if time.monotonic() + check_estimate > deadline:
+        advice.stopped = (f"the budget left no time for the race: the complete check alone (about "
+                          f"{check_estimate / 60:.1f} min, from the first stage's {advice.seconds['defaults'] / 60:.1f}"
+                          f" min) would not fit in the {max(0, deadline - time.monotonic()) / 60:.1f} min left")
+        answered(DEFAULTS)
+        return finished()
     tick("racing")
     t0 = time.monotonic()
-    advice.bench, advice.predictions, advice.race, probe_s = race(job, settings, calls, sizes, deadline,
-                                                                  check_estimate, tick=lambda: tick("racing"))
+    try:
+        advice.bench, advice.predictions, advice.race, probe_s = race(
+            job, settings, calls, sizes, deadline, check_estimate, tick=lambda: tick("racing"))
+    except NoTimeToRace as e:
+        advice.bench, advice.predictions, advice.race = e.rows, e.predictions, e.log
+        advice.seconds["microbench"] = time.monotonic() - t0
+        advice.stopped = f"the race stopped after its first round: {e}"
+        answered(DEFAULTS)
+        return finished()
     advice.seconds["microbench"] = time.monotonic() - t0
     tick("proving the picks")
     from ardlab.advise import prove
 
     count = prove.dominant_count(calls)
-    advice.picks, advice.proofs = prove.proven_picks(
+    picks, advice.proofs = prove.proven_picks(
         ranked(advice.predictions), lambda lib, alg: prove.probe_pick(job, lib, alg, count))
+    tuned_files: dict[str, str] = {}
     if settings.output is not None:
         tick("proving the tuned files")
         verdicts = {(p["library"], p["algorithm"]): p["proof"] for p in advice.proofs}
-        advice.tuned, advice.tuned_log = proven_tuned(
+        tuned_files, advice.tuned_log = proven_tuned(
             job, advice.bench, Path(settings.output) / "tuned", verdicts,
             lambda lib, alg, n: prove.probe_pick(job, lib, alg, n)[0],
             lambda lib, path, alg, n: prove.probe_tuned(job, lib, path, alg, n),
             lambda: time.monotonic() + probe_s + check_estimate > deadline)
     tick("training check")
     t0 = time.monotonic()
-    advice.check = check_training(job, settings, advice.picks, advice.tuned)
+    check = check_training(job, settings, picks, tuned_files)
     advice.seconds["check"] = time.monotonic() - t0
-    advice.seconds["total"] = time.monotonic() - start
-    tick("done")
-    bar.close()
-    return advice
+    advice.defaults_check, advice.check, advice.picks, advice.tuned = advice.check, check, picks, tuned_files
+    answered(COMPLETE)
+    return finished()
 
 
 def write(advice: Advice, output: Path) -> list[Path]:
@@ -637,7 +710,9 @@ def write(advice: Advice, output: Path) -> list[Path]:
     output.mkdir(parents=True, exist_ok=True)
     written = []
     for name, frame in (("calls", advice.calls), ("microbench", advice.bench), ("predictions", advice.predictions),
-                        ("check", advice.check)):
+                        ("check", advice.check), ("check-defaults", advice.defaults_check)):
+        if frame is None:  # not measured (yet): the first stage's answer has no microbenchmark
+            continue
         path = output / f"{name}.csv"
         with atomic_open(path, "w", newline="") as f:
             frame.to_csv(f, index=False)
