@@ -49,6 +49,7 @@ from ardlab.analysis import (
     figures,
     marks,
     network,
+    prediction,
     read,
     record,
     reproduce,
@@ -164,7 +165,9 @@ def regimes_report(runs: list[str | Path], output: str | Path) -> list[Path]:
     points (each its link rate) in one table and one figure under `output`, the runs' pooled claims side by side
     (tables/study_vs_ardlab.csv, and .md as the README shows it), every group of every run (tables/study_groups), how
     well the microbenchmark's ranking predicted training per group and run (tables/prediction_quality, and its
-    summary per run and regime) and a forest figure per claim (figures/forest_<claim>)."""
+    summary per run and regime), its predicted Allreduce per step beside what training measured of it per variant
+    (tables/allreduce_predicted_vs_training, its summary, and figures/allreduce_predicted_vs_training:
+    ``prediction``) and a forest figure per claim (figures/forest_<claim>)."""
     pts = versus_study.regimes(runs)
     output = Path(output)
     head = versus_study.headline(runs)
@@ -174,9 +177,13 @@ def regimes_report(runs: list[str | Path], output: str | Path) -> list[Path]:
     tables, figs = output / "tables", output / "figures"
     forests = [p for c in study_claims.CLAIMS for p in versus_study.forest(groups, pooled, c.key, figs)]
     ranked = versus_study.ranking(runs)
+    parts = prediction.parts(runs)
     return (save_frame(pts, tables / "regimes") + save_frame(groups, tables / "study_groups")
             + save_frame(ranked, tables / "prediction_quality")
             + save_frame(versus_study.ranking_summary(ranked), tables / "prediction_quality_summary")
+            + save_frame(parts, tables / "allreduce_predicted_vs_training")
+            + save_frame(prediction.summary(parts), tables / "allreduce_predicted_vs_training_summary")
+            + prediction.figure(parts, figs)
             + [write_csv(tables / "study_vs_ardlab.csv", list(head.columns), head.to_dict("records")),
                save_markdown(columns, rows, tables / "study_vs_ardlab.md"),
                save_markdown(*versus_study.headline_markdown(head, runs, versus_study.README_CLAIMS),
