@@ -86,12 +86,15 @@ def test_up_is_idempotent_and_refuses_another_shape(four_nodes):
     assert "n4 (idle" in cluster.status(state)
     assert links.link_rate({"SLURM_CONF": str(four_nodes.conf)}) == "none"
     assert links.link_rate({}) == ""
+    assert links.link_queue({"SLURM_CONF": str(four_nodes.conf)}) == "none"  # unlimited links queue nothing
+    assert links.link_queue({}) == ""
 
 
 @pytest.mark.parametrize("args, message", [
     (["up", "--rate", "fast"], "link rate 'fast' is not a rate"),
     (["up", "--subnet", "10.77.0.0/33"], "subnet '10.77.0.0/33' is not an IPv4 network"),
     (["up", "--nodes", "0"], "nodes must be >= 1"),
+    (["up", "--queue", "fast"], "link queue 'fast' is not one: a name (switch-port, stress)"),
 ])
 def test_bad_arguments_named(tmp_path, args, message):
     proc = cli(*args, "--state", tmp_path / "state")
@@ -505,9 +508,29 @@ def test_forced_losses_are_counted_in_the_rows(four_nodes, tmp_path, kind, colum
     finally:
         _lossy_links(four_nodes, False)
     assert (clean.nodes == 2).all() and (lossy.nodes == 2).all()
+    assert (clean.link_queue == "none").all() and (clean.link_rate == "none").all()  # unlimited links
     assert clean[column].notna().all() and (clean[column] >= 0).all(), clean[column]
     assert (lossy[column] > 0).all(), lossy[column]
     assert lossy[column].min() > 3 * clean[column].max() + 0.1, (clean[column], lossy[column])
+
+
+@pytest.mark.parametrize("queue, option, value", [("switch-port", "limit", 233016), ("stress", "latency", None),
+                                                  ("300kb", "limit", 307200)])
+def test_a_links_queue_is_what_tbf_holds(four_nodes, queue, option, value):
+    """`cluster up --queue` as tc applies it on both ends of every link: bytes as tbf's limit, a time as its latency
+    (tbf turns it into a limit at the rate: 1 ms at 1 Gbit/s is 125000 bytes and the bucket)."""
+    try:
+        network.shape_links(four_nodes.hosts, "1gbit", queue)
+        for prefix, dev in network.links(four_nodes.hosts):
+            (q,) = json.loads(network.sh(*prefix, "tc", "-j", "qdisc", "show", "dev", dev, "root").stdout)
+            assert q["kind"] == "tbf", q
+            limit = q["options"]["limit"]
+            if value is not None:
+                assert limit == value, q
+            else:
+                assert 125000 <= limit <= 125000 + network.BURST_BYTES, q
+    finally:
+        _lossy_links(four_nodes, False)
 
 
 def test_crashes_recovered_and_cleaned_up(four_nodes):

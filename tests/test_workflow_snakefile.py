@@ -76,6 +76,7 @@ def snakemake(*args, timeout=1800, env=None):
     ({"launcher": "srun", "max_nodes": 2, "max_ranks": 4, "train__nodes": [2], "train__ranks": [3]},
      "config key 'train.ranks': 3 ranks do not divide over 2 nodes"),
     ({"link_rate": "fast"}, "config key 'link_rate': link rate 'fast' is not a rate"),
+    ({"link_queue": "deep"}, "config key 'link_queue': link queue 'deep' is not one"),
     ({"launcher": "srun", "max_nodes": 2, "microbench__nodes": [2], "microbench__ranks_per_node": [3]},
      "config key 'microbench.ranks_per_node': [3] leaves no (nodes, ranks) pair"),
     ({"costmodel__also_fit": ["/nonexistent/run"]}, "config key 'costmodel.also_fit[0]': '/nonexistent/run' holds no"),
@@ -240,6 +241,17 @@ def test_the_slower_link_overlay_is_valid_on_the_cluster_study():
     assert cfg["link_rate"] == "250mbit" and cfg["results"] != base["results"]
 
 
+@pytest.mark.parametrize("overlay", ["onepernode-rerun.yaml", "onepernode-250mbit.yaml"])
+def test_the_one_rank_a_node_study_and_its_overlays_are_valid(overlay):
+    """workflow/config/cluster-onepernode.yaml: one rank a node, behind a switch port's queue; its overlays each in a
+    folder of their own."""
+    base = yaml.safe_load((ROOT / "workflow" / "config" / "cluster-onepernode.yaml").read_text())
+    merged = {**base, **yaml.safe_load((ROOT / "workflow" / "config" / "overlays" / overlay).read_text())}
+    cfg = study.validate(merged)
+    assert cfg["link_queue"] == "switch-port" and cfg["results"] != base["results"]
+    assert all(cfg[s]["ranks"] == [2] and cfg[s]["nodes"] == [2] for s in ("microbench", "train", "horovod"))
+
+
 def test_lint_is_clean():
     proc = snakemake("--lint", "--profile", "workflow/profiles/local", timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -366,6 +378,7 @@ def test_tiny_study_across_nodes_with_srun(tmp_path, two_nodes):
     raw = pd.concat(pd.read_csv(p) for p in (results / "raw" / "microbench").glob("**/*.csv"))
     assert set(raw.library) == {"mpich", "openmpi", "intelmpi"}
     assert (raw.nodes == 2).all() and (raw.link_rate == "1gbit").all()
+    assert (raw.link_queue == "stress").all()  # the cluster's default queue, recorded in every row
     big = raw[raw.size_bytes == raw.size_bytes.max()]
     assert (big.net_tx_max_node_bytes_per_call >= big.size_bytes).all(), big  # the bytes went over eth0
     train = pd.concat(pd.read_csv(p) for p in (results / "raw" / "train").glob("**/*.csv"))

@@ -117,9 +117,9 @@ def placement(threads: int) -> dict:
     """Where this job's ranks run (collective): its nodes (distinct processor names), the threads per core of
     the busiest machine (its ranks' threads over the cores their affinity masks allow, together: a launch confined
     to fewer cores than the machine has is time-shared on those; machines told apart by /etc/machine-id: the
-    emulated cluster's nodes share one), the emulated cluster's link rate, the tuning file the MPI library loaded
-    and its thread level (ardlab.comm.startup)."""
-    from ardlab.cluster.links import link_rate
+    emulated cluster's nodes share one), the emulated cluster's link rate and queue, the tuning file the MPI library
+    loaded and its thread level (ardlab.comm.startup)."""
+    from ardlab.cluster.links import link_queue, link_rate
     from ardlab.comm import startup
 
     tuning_file = startup.init()
@@ -137,7 +137,8 @@ def placement(threads: int) -> dict:
         threads_on[m] = threads_on.get(m, 0) + t
     load = {m: threads_on[m] / len(cores[m]) for m in cores}
     return {"nodes": len({r[0] for r in ranks}), "threads_per_core": f"{max(load.values()):.2f}",
-            "link_rate": link_rate(), "mpi_tuning_file": tuning_file, "mpi_thread_level": startup.thread_level()}
+            "link_rate": link_rate(), "link_queue": link_queue(), "mpi_tuning_file": tuning_file,
+            "mpi_thread_level": startup.thread_level()}
 
 
 def _bench(plan: RunPlan, where: dict) -> list[dict] | None:

@@ -30,6 +30,10 @@ ROUND_COLUMNS = ["group", "round", "position", "order_seed"]
 # cores, as several emulated nodes on one machine do); for the microbenchmark, the bytes sent per Allreduce on the
 # nodes' network interface (all nodes together, and the node that sent most; empty on one node).
 NETWORK_COLUMNS = ["link_rate", "threads_per_core"]
+# What the emulated cluster's links queued behind their rate before dropping (ardlab.cluster.links.link_queue: a name of
+# links.QUEUES, a time or bytes; "none" for unlimited links; empty off the emulated cluster and in files from before
+# the column, when every cluster link queued 1 ms, "stress").
+QUEUE_COLUMNS = ["link_queue"]
 TRAFFIC_COLUMNS = ["net_tx_bytes_per_call", "net_tx_max_node_bytes_per_call"]
 # How MPI started in the ranks (ardlab.comm.startup): the tuning file the library loaded (a file name, a path, "none",
 # "builtin" for libraries whose selection is compiled in) and the thread level it provides (MPI_Query_thread:
@@ -75,6 +79,7 @@ BENCH_COLUMNS, _BENCH_EARLIER = _header(
     ([*NETWORK_COLUMNS, *TRAFFIC_COLUMNS], dict.fromkeys([*NETWORK_COLUMNS, *TRAFFIC_COLUMNS], "")),
     ([*STARTUP_COLUMNS, *TIMER_COLUMNS], {**_STARTUP_FILL, **dict.fromkeys(TIMER_COLUMNS, "python")}),
     (BENCH_LOSS_COLUMNS, dict.fromkeys(BENCH_LOSS_COLUMNS, "")),
+    (QUEUE_COLUMNS, dict.fromkeys(QUEUE_COLUMNS, "")),
 )
 
 # How many variants the launch that measured a training row measured (1: a launch of its own; more: the algorithm was
@@ -92,6 +97,7 @@ TRAIN_COLUMNS, _TRAIN_EARLIER = _header(
     (LAUNCH_COLUMNS, dict.fromkeys(LAUNCH_COLUMNS, "1")),
     (TRAIN_LOSS_COLUMNS, dict.fromkeys(TRAIN_LOSS_COLUMNS, "")),
     (STEP_COLUMNS, dict.fromkeys(STEP_COLUMNS, "")),
+    (QUEUE_COLUMNS, dict.fromkeys(QUEUE_COLUMNS, "")),
 )
 
 EARLIER_COLUMNS = {"bench": _BENCH_EARLIER, "train": _TRAIN_EARLIER}

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ardlab import cluster
+from ardlab.cluster.links import DEFAULT_QUEUE
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -16,6 +17,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     u.add_argument("--nodes", type=int, default=2, help="number of nodes n1..nN (default 2)")
     u.add_argument("--rate", default="1gbit",
                    help="link rate per node and direction, tc notation (1gbit, 250mbit) or 'none' (default 1gbit)")
+    u.add_argument("--queue", default=None,
+                   help="what a link queues behind its rate before it drops: switch-port (a switch port's share of "
+                        "its buffer, 233016 bytes), stress (1 ms at the rate), a time (2ms) or bytes (300kb) "
+                        f"(default {DEFAULT_QUEUE}: docs/cluster.md)")
     u.add_argument("--subnet", default=cluster.DEFAULT_SUBNET,
                    help="IPv4 subnet of the cluster network; refused if in use here (default "
                         f"{cluster.DEFAULT_SUBNET})")
@@ -34,7 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "up":
-        c = cluster.up(args.nodes, args.rate, state=args.state, subnet=args.subnet, cpus=args.cpus)
+        c = cluster.up(args.nodes, args.rate, state=args.state, subnet=args.subnet, cpus=args.cpus, queue=args.queue)
         print(cluster.status(Path(c.state)))
     elif args.action == "down":
         removed = cluster.down(args.state)

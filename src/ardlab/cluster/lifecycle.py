@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ardlab.cluster import network, slurm
-from ardlab.cluster.links import check_rate
+from ardlab.cluster.links import DEFAULT_QUEUE, check_queue, check_rate, queue_name
 from ardlab.comm.launch import repo_root
 
 DEFAULT_SUBNET = "10.77.0.0/24"
@@ -39,6 +39,7 @@ class Cluster:
     state: str
     nodes: int
     rate: str | None = None  # per link and direction, tc's notation (1gbit, 250mbit); None: unlimited
+    queue: str = DEFAULT_QUEUE  # what a link queues behind its rate before it drops (ardlab.cluster.links.QUEUES)
     subnet: str = DEFAULT_SUBNET
     addresses: dict[str, str] = field(default_factory=dict)
     pids: dict[str, int] = field(default_factory=dict)
@@ -93,12 +94,14 @@ def _sinfo(c: Cluster) -> dict[str, str]:
 
 
 def up(nodes: int, rate: str | None = None, *, state: Path | None = None, subnet: str = DEFAULT_SUBNET,
-       cpus: int | None = None, timeout: float = 60) -> Cluster:
-    """Bring up (or find up, with the same shape) a cluster of `nodes` nodes; its description."""
+       cpus: int | None = None, timeout: float = 60, queue: str | None = None) -> Cluster:
+    """Bring up (or find up, with the same shape) a cluster of `nodes` nodes, its links at `rate` queueing `queue`
+    (``ardlab.cluster.links.check_queue``; default DEFAULT_QUEUE); its description."""
     _require_root()
     if nodes < 1:
         raise ValueError(f"nodes must be >= 1, got {nodes}")
     rate = check_rate(rate)
+    queue = check_queue(queue)
     state = Path(state or default_state()).resolve()
     try:
         net = ipaddress.ip_network(subnet)
@@ -108,11 +111,13 @@ def up(nodes: int, rate: str | None = None, *, state: Path | None = None, subnet
         raise ValueError(f"subnet {subnet!r} is not an IPv4 network like {DEFAULT_SUBNET}")
     old = Cluster.load(state)
     if old is not None:
-        if (old.nodes, old.rate, old.subnet) == (nodes, rate, str(net)) and all(map(_alive, old.pids.values())) \
+        if (old.nodes, old.rate, old.queue, old.subnet) == (nodes, rate, queue, str(net)) \
+                and all(map(_alive, old.pids.values())) \
                 and set(_sinfo(old)) == set(old.hosts):
             return old
         if all(map(_alive, old.pids.values())):
-            raise RuntimeError(f"a cluster of {old.nodes} nodes (rate {old.rate or 'unlimited'}, {old.subnet}) is up "
+            raise RuntimeError(f"a cluster of {old.nodes} nodes (rate {old.rate or 'unlimited'}, queue {old.queue}, "
+                               f"{old.subnet}) is up "
                                f"at {state}; run `ardlab cluster down` first")
         down(state)  # what a crash left
     clashes = network.in_use(net)
@@ -125,10 +130,11 @@ def up(nodes: int, rate: str | None = None, *, state: Path | None = None, subnet
                            "run `ardlab cluster down --state <its folder>` (or `ardlab cluster down`) first")
     slurm.install()
     state.mkdir(parents=True, exist_ok=True)
-    c = Cluster(state=str(state), nodes=nodes, rate=rate, subnet=str(net), addresses=network.addresses(net, nodes))
+    c = Cluster(state=str(state), nodes=nodes, rate=rate, queue=queue, subnet=str(net),
+                addresses=network.addresses(net, nodes))
     c.save()  # before anything is made: `down` finds it after a crash
     try:
-        network.create(net, c.addresses, rate)
+        network.create(net, c.addresses, rate, queue)
         cpus = cpus or os.cpu_count() or 1
         mem = int(int(Path("/proc/meminfo").read_text().split()[1]) / 1024 * 0.8 / nodes)
         (state / "hosts").write_text(slurm.hosts_text(c.addresses))
@@ -285,7 +291,8 @@ def status(state: Path | None = None) -> str:
         spaces, links = network.ours()
         left = f"; left behind: {', '.join(spaces + links)}" if spaces or links else ""
         return f"no emulated cluster at {state}{left}"
-    lines = [f"emulated cluster at {state}: {c.nodes} nodes, links {c.rate or 'unlimited'}, {c.subnet}",
+    lines = [f"emulated cluster at {state}: {c.nodes} nodes, links {c.rate or 'unlimited'}"
+             + (f" queueing {queue_name(c.queue)} ({c.queue})" if c.rate else "") + f", {c.subnet}",
              f"  SLURM_CONF={c.conf}"]
     for name, pid in c.pids.items():
         lines.append(f"  {name:14s} pid {pid:<8d} {'running' if _alive(pid) else 'NOT RUNNING'}")

@@ -1,10 +1,12 @@
-"""The links of a cluster: tc's rate notation, the wire time of an Allreduce at a rate, and the rate of the emulated
-cluster a process runs on (what result rows record). Used by the cluster itself, the drivers and the cost model."""
+"""The links of a cluster: tc's rate notation, the wire time of an Allreduce at a rate, the queue of an emulated link,
+and the rate and queue of the emulated cluster a process runs on (what result rows record). Used by the cluster
+itself, the drivers and the cost model."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from ardlab.comm.families import bandwidth_bound
@@ -52,12 +54,71 @@ def allreduce_wire_us(p: int, size_bytes: float, rate: str) -> float:
     return bandwidth_bound(p, size_bytes) * wire_beta_us(rate)
 
 
+# The queue of an emulated link: how much waits behind the rate before tbf drops, either a time at the link's rate
+# (tbf's `latency`: 1ms) or bytes (tbf's `limit`: 233016b). Named settings:
+# - "switch-port": what a port of a shared-memory top-of-rack switch holds on average: Broadcom's Trident II
+#   (BCM56854, 48 x 10G + 6 x 40G ports) has 12 MB of packet buffer on chip, most of it a pool shared by its 54 ports,
+#   so 12 MiB / 54 = 233016 bytes a port (J. Warner's switch buffer pages, people.ucsc.edu/~warner/Bufs/, and their
+#   successor port-buffers.forwardingplane.net/concepts/trident-ii). A port may borrow more of the pool while the
+#   others are quiet, so this is a floor; 1.9 ms at 1 Gbit/s, 7.5 ms at 250 Mbit/s. docs/cluster.md.
+# - "stress": 1 ms at the rate, the emulation's queue before this setting (125 KB at 1 Gbit/s, 31 KB at 250 Mbit/s:
+#   less than any switch port holds); every committed cluster run was measured under it.
+QUEUES = {"switch-port": f"{12 * 2**20 // 54}b", "stress": "1ms"}
+DEFAULT_QUEUE = "stress"  # the committed runs' queue; a run states another with `cluster up --queue` / link_queue
+_QUEUE = re.compile(r"^(?P<value>\d+(?:\.\d+)?)(?P<unit>ms|us|s|b|kb|mb)$")
+_BYTE_UNITS = {"b": 1, "kb": 1024, "mb": 1024 * 1024}  # tc's: a kb is 1024 bytes
+
+
+def check_queue(queue: str | None) -> str:
+    """The tc value of a link queue: a name of QUEUES, or a time (1ms, 500us) or bytes (233016b, 300kb) as it is;
+    ValueError naming anything else."""
+    queue = DEFAULT_QUEUE if queue is None else str(queue).strip()
+    queue = QUEUES.get(queue, queue)
+    m = _QUEUE.match(queue)
+    if not m or not float(m.group("value")) > 0:
+        raise ValueError(f"link queue {queue!r} is not one: a name ({', '.join(QUEUES)}), a time at the link's rate "
+                         "(1ms, 500us) or bytes (233016b, 300kb)")
+    return queue
+
+
+def tbf_queue(queue: str) -> list[str]:
+    """tbf's arguments for a link queue (``check_queue``): `latency <time>` or `limit <bytes>b`."""
+    queue = check_queue(queue)
+    m = _QUEUE.match(queue)
+    unit = m.group("unit")
+    if unit in _BYTE_UNITS:
+        return ["limit", f"{int(float(m.group('value')) * _BYTE_UNITS[unit])}b"]
+    return ["latency", queue]
+
+
+def queue_name(queue: str) -> str:
+    """A link queue as a reader knows it: its name where it has one (233016b -> "switch-port"), else its value."""
+    return next((name for name, value in QUEUES.items() if value == queue), queue)
+
+
+def _record(environ=None) -> dict | None:
+    conf = Path((os.environ if environ is None else environ).get("SLURM_CONF") or "/etc/slurm/slurm.conf")
+    record = conf.resolve().parent / "cluster.json"  # on a node, /etc/slurm/slurm.conf links to the state folder
+    return json.loads(record.read_text()) if record.is_file() else None
+
+
+def link_queue(environ=None) -> str:
+    """The link queue of the emulated cluster this process runs on, for result rows (its name where it has one:
+    ``queue_name``): "none" when its links are unlimited, "" when the process runs on no emulated cluster. A cluster
+    brought up before the setting existed had the 1 ms queue ("stress")."""
+    record = _record(environ)
+    if record is None:
+        return ""
+    if not record.get("rate"):
+        return "none"
+    return queue_name(record.get("queue") or QUEUES["stress"])
+
+
 def link_rate(environ=None) -> str:
     """The link rate of the emulated cluster this process runs on, for result rows: its rate, "none" when its links
     are unlimited, "" when the process runs on no emulated cluster (its Slurm configuration, $SLURM_CONF or
     /etc/slurm/slurm.conf, has no cluster.json beside it)."""
-    conf = Path((os.environ if environ is None else environ).get("SLURM_CONF") or "/etc/slurm/slurm.conf")
-    record = conf.resolve().parent / "cluster.json"  # on a node, /etc/slurm/slurm.conf links to the state folder
-    if not record.is_file():
+    record = _record(environ)
+    if record is None:
         return ""
-    return json.loads(record.read_text()).get("rate") or "none"
+    return record.get("rate") or "none"

@@ -13,6 +13,8 @@ import json
 import subprocess
 from pathlib import Path
 
+from ardlab.cluster.links import DEFAULT_QUEUE, tbf_queue
+
 BRIDGE = "ardlab-br"
 NS_PREFIX = "ardlab-"
 VETH_PREFIX = "ardv-"
@@ -69,14 +71,12 @@ def addresses(subnet: ipaddress.IPv4Network, nodes: int) -> dict[str, str]:
     return out
 
 
-QUEUE = "1ms"  # tbf's queue: packets that would wait longer than this behind the rate are dropped
-
-
-def shape(run_prefix: list[str], dev: str, rate: str, queue: str = QUEUE) -> None:
-    """Limit egress of `dev` to `rate`, queueing at most `queue` of it (tbf: this kernel has no netem, so latency
-    cannot be added)."""
+def shape(run_prefix: list[str], dev: str, rate: str, queue: str = DEFAULT_QUEUE) -> None:
+    """Limit egress of `dev` to `rate`, queueing at most `queue` of it (``ardlab.cluster.links.check_queue``: a time
+    at the rate or bytes; packets beyond it are dropped. tbf: this kernel has no netem, so latency cannot be
+    added)."""
     sh(*run_prefix, "tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate, "burst", f"{BURST_BYTES}b",
-       "latency", queue)
+       *tbf_queue(queue))
 
 
 def links(hosts: list[str]) -> list[tuple[list[str], str]]:
@@ -84,7 +84,7 @@ def links(hosts: list[str]) -> list[tuple[list[str], str]]:
     return [end for h in hosts for end in ((["ip", "netns", "exec", namespace(h)], "eth0"), ([], host_veth(h)))]
 
 
-def shape_links(hosts: list[str], rate: str, queue: str = QUEUE) -> None:
+def shape_links(hosts: list[str], rate: str, queue: str = DEFAULT_QUEUE) -> None:
     """Both ends of every host's link limited to `rate`, queueing at most `queue`."""
     for prefix, dev in links(hosts):
         shape(prefix, dev, rate, queue)
@@ -100,7 +100,8 @@ def drops(hosts: list[str]) -> int:
     return total
 
 
-def create(subnet: ipaddress.IPv4Network, addrs: dict[str, str], rate: str | None) -> None:
+def create(subnet: ipaddress.IPv4Network, addrs: dict[str, str], rate: str | None,
+           queue: str = DEFAULT_QUEUE) -> None:
     """The bridge, and one namespace per host (every key of `addrs` but the bridge), each with lo and eth0 up."""
     prefix = subnet.prefixlen
     sh("ip", "link", "add", BRIDGE, "type", "bridge")
@@ -118,7 +119,7 @@ def create(subnet: ipaddress.IPv4Network, addrs: dict[str, str], rate: str | Non
         sh(*inside, "ip", "link", "set", "lo", "up")
         sh(*inside, "ip", "link", "set", "eth0", "up")
         if rate and host != "ctl":
-            shape_links([host], rate)
+            shape_links([host], rate, queue)
 
 
 def ours() -> tuple[list[str], list[str]]:

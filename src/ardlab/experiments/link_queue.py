@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     from ardlab.bench.sizes import parse_sizes
     from ardlab.cluster import Cluster, default_state
     from ardlab.cluster.links import allreduce_wire_us
-    from ardlab.cluster.network import QUEUE, drops, shape_links
+    from ardlab.cluster.network import drops, shape_links
 
     c = Cluster.load(default_state())
     if c is None or not c.rate:
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                                          "avg_us": row.avg_us, "over_wire": row.avg_us / wire,
                                          "drops_per_call": dropped / calls, "retransmits_per_call": retrans / calls})
     finally:
-        shape_links(c.hosts, c.rate, QUEUE)
+        shape_links(c.hosts, c.rate, c.queue)  # the queue the cluster was brought up with
     df = pd.DataFrame(rows)
     label = {(q, name): q if len(settings) == 1 else f"{q} {name}" for q, name in variants}
     df["variant"] = [label[(q, name)] for q, name in zip(df.queue, df.settings)]

@@ -185,6 +185,7 @@ def check(config: dict) -> None:
             if config[section]["enabled"] and max(config[section]["nodes"]) > 1:
                 raise ValueError(f"config key '{section}.nodes': launcher local runs on one node; use launcher srun")
     _check_link_rate(config)
+    _check_link_queue(config)
     _check_library_env(config)
     for section in SECTIONS:
         sec = config[section]
@@ -242,6 +243,25 @@ def _check_link_rate(config: dict) -> None:
     if actual and actual != rate:
         raise ValueError(f"config key 'link_rate': {rate}, but the emulated cluster of SLURM_CONF has links at "
                          f"{actual}; bring it up with `ardlab cluster up --rate {rate}` or change the config")
+
+
+def _check_link_queue(config: dict) -> None:
+    """The config's link queue is a queue (a name of ardlab.cluster.links.QUEUES, a time or bytes), and on the
+    emulated cluster the one its links have; its name is what the config then holds (run.yaml records it)."""
+    from ardlab.cluster.links import check_queue, link_queue, queue_name
+
+    queue = config.get("link_queue")
+    if queue is None:
+        return
+    try:
+        queue = queue_name(check_queue(queue))
+    except ValueError as e:
+        raise ValueError(f"config key 'link_queue': {e}") from None
+    actual = link_queue()
+    if actual and actual != "none" and actual != queue:
+        raise ValueError(f"config key 'link_queue': {queue}, but the emulated cluster of SLURM_CONF queues {actual}; "
+                         f"bring it up with `ardlab cluster up --queue {queue}` or change the config")
+    config["link_queue"] = queue
 
 
 def _bad(key: str, value, valid) -> None:
