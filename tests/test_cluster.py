@@ -514,6 +514,25 @@ def test_forced_losses_are_counted_in_the_rows(four_nodes, tmp_path, kind, colum
     assert lossy[column].min() > 3 * clean[column].max() + 0.1, (clean[column], lossy[column])
 
 
+def test_ranks_and_nodes_that_do_not_fit_are_refused_before_anything_runs(four_nodes, monkeypatch):
+    """`ardlab advise --launcher srun` (and launch.check_fits) against the cluster's own sinfo: more nodes than it
+    has, or more ranks a node than its nodes have CPUs, named; what fits passes."""
+    from ardlab.advise import run
+
+    env = {**os.environ, **four_nodes.env()}
+    cpus = os.cpu_count() or 1
+    launch.check_fits(2 * NODES, NODES, env)  # fits (the study's 2 x 2 shapes)
+    with pytest.raises(ValueError, match=rf"--nodes {NODES + 1}: the Slurm cluster has {NODES} nodes \(n1,n2,n3,n4\)"):
+        launch.check_fits(NODES + 1, NODES + 1, env)
+    with pytest.raises(ValueError, match=rf"--ranks {2 * (cpus + 1)} over --nodes 2 is {cpus + 1} a node, but 2 of the "
+                                         rf"cluster's nodes hold at most {cpus} CPUs each"):
+        launch.check_fits(2 * (cpus + 1), 2, env)
+    monkeypatch.setenv("SLURM_CONF", str(four_nodes.conf))
+    job = run.Job("tensorflow", "alexnet", NODES + 1, nodes=NODES + 1, launcher="srun")
+    with pytest.raises(ValueError, match=rf"--nodes {NODES + 1}: the Slurm cluster has {NODES} nodes"):
+        run.check_inputs(job, run.Settings(["mpich"], 1800))
+
+
 @pytest.mark.parametrize("queue, option, value", [("switch-port", "limit", 233016), ("stress", "latency", None),
                                                   ("300kb", "limit", 307200)])
 def test_a_links_queue_is_what_tbf_holds(four_nodes, queue, option, value):

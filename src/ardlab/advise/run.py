@@ -219,6 +219,9 @@ def check_inputs(job: Job, settings: Settings) -> None:
         if not os.environ.get("SLURM_CONF") and not os.environ.get("SLURM_JOB_ID"):
             raise RuntimeError("--launcher srun needs a Slurm cluster: run inside an allocation (salloc), or on the "
                                "emulated one after `ardlab cluster up` and `eval \"$(ardlab cluster env)\"`")
+        from ardlab.comm.launch import check_fits
+
+        check_fits(job.ranks, job.nodes)  # ranks and nodes the allocation or the cluster cannot hold
 
 
 def sizes_of(calls, most: int = 8) -> list[int]:

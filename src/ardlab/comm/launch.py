@@ -341,6 +341,41 @@ def allocation_nodes(env: Mapping[str, str]) -> list[str]:
     return names.stdout.split()
 
 
+def check_fits(ranks: int, nodes: int, env: Mapping[str, str] | None = None) -> None:
+    """ValueError, naming the values, where `ranks` ranks on `nodes` nodes cannot start under Slurm: inside an
+    allocation (SLURM_JOB_ID), more nodes than it holds or more ranks than its tasks (SLURM_NTASKS); outside one, more
+    nodes than the cluster has (sinfo) or more ranks a node than its nodes have CPUs (Slurm places a task a CPU)."""
+    env = dict(os.environ if env is None else env)
+    if ranks < nodes:
+        raise ValueError(f"--ranks {ranks} cannot spread over --nodes {nodes}")
+    if "SLURM_JOB_ID" in env:
+        hosts = allocation_nodes(env)
+        if nodes > len(hosts):
+            raise ValueError(f"--nodes {nodes}: the allocation (job {env['SLURM_JOB_ID']}) holds {len(hosts)}: "
+                             f"{','.join(hosts)}")
+        tasks = env.get("SLURM_NTASKS")
+        if tasks and ranks > int(tasks):
+            raise ValueError(f"--ranks {ranks}: the allocation (job {env['SLURM_JOB_ID']}) has {tasks} tasks")
+        return
+    shown = subprocess.run(["sinfo", "--noheader", "--Node", "--format", "%N %c"], env=env, capture_output=True,
+                           text=True, timeout=60)
+    if shown.returncode != 0:
+        raise RuntimeError(f"sinfo failed, so whether {ranks} ranks on {nodes} nodes fit is unknown: "
+                           f"{(shown.stdout + shown.stderr).strip()}")
+    cpus = {}
+    for line in shown.stdout.splitlines():
+        if line.split():
+            name, count = line.split()[:2]
+            cpus[name] = int(count.rstrip("+"))
+    if nodes > len(cpus):
+        raise ValueError(f"--nodes {nodes}: the Slurm cluster has {len(cpus)} nodes ({','.join(sorted(cpus))})")
+    per_node = -(-ranks // nodes)
+    most = sorted(cpus.values(), reverse=True)[nodes - 1]  # the nodes-th largest: what `nodes` nodes hold at least
+    if per_node > most:
+        raise ValueError(f"--ranks {ranks} over --nodes {nodes} is {per_node} a node, but {nodes} of the cluster's "
+                         f"nodes hold at most {most} CPUs each (Slurm places a task a CPU)")
+
+
 def allocation_command(library_name: str, ranks: int, nodes: int, inner: Sequence[str], *, algorithm: str = DEFAULT,
                        extra_env: Mapping[str, str] | None = None, srun_mpi: str | None = None
                        ) -> tuple[list[str], dict[str, str]]:
