@@ -136,7 +136,7 @@ class Job:
         from ardlab.horovod import train
 
         return train.run_plan(library_name, ranks=self.ranks, algorithm=algorithm, tuned=tuned,
-                              knobs={"fusion_threshold_mb": 64},
+                              knobs={"fusion_threshold_mb": train.FUSION_THRESHOLD_MB},
                               options={"model": self.model, "batch_per_rank": self.batch_per_rank,
                                        "warmup_batches": 1, "batches_per_iter": steps, "iterations": 1},
                               **self.launch_fields())

@@ -175,7 +175,10 @@ def measure(framework: str, library_name: str, ranks: int, model: str, *, settin
         raise ValueError(f"unknown framework {framework!r}; valid: {', '.join(FRAMEWORKS)}")
     if steps < 2:
         raise ValueError(f"steps must be >= 2 (one warm-up, one timed), got {steps}")
-    setting = dict(setting or ({"parallel_mode": "blocking"} if framework == "nn" else {"fusion_threshold_mb": 64}))
+    from ardlab.horovod.train import FUSION_THRESHOLD_MB
+
+    setting = dict(setting or ({"parallel_mode": "blocking"} if framework == "nn" else
+                               {"fusion_threshold_mb": FUSION_THRESHOLD_MB}))
     return count(_plan(framework, library_name, ranks, model, setting, steps))
 
 

@@ -21,6 +21,10 @@ from ardlab.nn.trainer import TrainingOptions, optimizer_names
 from ardlab.plan import RunPlan, check_algorithm, option, options_of
 from ardlab.results import mib_bytes
 
+# The fusion threshold ardlab runs Horovod at wherever a user does not choose one (the study's horovod section, the
+# calls `ardlab advise` and `ardlab callsizes` learn): 64 MiB, half Horovod's own 128, as the study's runs had it.
+FUSION_THRESHOLD_MB = 64
+
 # Horovod's knobs, read when it initialises (they set the message sizes MPI sees): the option (`ardlab train-tf
 # --fusion-threshold-mb`, the workflow's horovod section) -> its variable, how a value is written there, the option's
 # type and help (None: Horovod's default).

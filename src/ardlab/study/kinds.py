@@ -142,7 +142,8 @@ def _nn_variant(job: Job, sec: dict, lib: str, algorithm: str, tuned: str | None
         **config_options(trainer.TrainConfig, sec)}, **launch)
 
 
-FUSION = Axis("fusion_threshold_mb", {"type": "number", "minimum": 0}, [64], name=lambda mib: f"f{mib:g}",
+FUSION = Axis("fusion_threshold_mb", {"type": "number", "minimum": 0}, [horovod_train.FUSION_THRESHOLD_MB],
+              name=lambda mib: f"f{mib:g}",
               value=lambda name: float(name.removeprefix("f")))
 
 
