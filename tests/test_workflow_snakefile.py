@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from ardlab.comm import library
+from ardlab.comm.libraries import OWN_ALGORITHMS
 from ardlab.study import commands, config as study
 from conftest import ROOT
 
@@ -148,7 +149,7 @@ def test_matrix_comes_from_the_table(tmp_path):
     (tuned_job,) = [j for j in jobs["microbench_tuned"] if j.round == 0]
     for lib in ("mpich", "openmpi"):
         table = {n for n, a in library(lib).algorithms.items() if not a.multi_node_only}
-        own = {"own_ring", "own_recursive_doubling", "own_rabenseifner", "own_binomial"}
+        own = set(OWN_ALGORITHMS)
         assert set(commands.variant_names(job, cfg, lib)) == table | own
         assert commands.variant_names(tuned_job, cfg, lib) == ["default", "tuned"]
     # one group spans the libraries: every variant of every library is one launch of the same round

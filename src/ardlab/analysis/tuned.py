@@ -141,9 +141,9 @@ def merge_ranges(winners) -> list[Range]:
     return ranges
 
 
-def openmpi_rules(ranges: list[Range], ranks: int, libmpi: str | Path | None = None) -> str:
+def openmpi_rules(library_name: str, ranges: list[Range], ranks: int, libmpi: str | Path | None = None) -> str:
     """Open MPI's coll/tuned dynamic rules file: one rule per range (its algorithm's number and segment size)."""
-    lib = library("openmpi")
+    lib = library(library_name)
     lines = ["1", "2", "1", str(ranks), str(len(ranges))]  # collectives, allreduce id, comm sizes, size, rules
     for r in ranges:
         seg = lib.algorithms[r.algorithm].env.get(OMPI_SEGMENT_VAR, "0")
@@ -151,9 +151,9 @@ def openmpi_rules(ranges: list[Range], ranks: int, libmpi: str | Path | None = N
     return "\n".join(lines) + "\n"
 
 
-def intelmpi_adjust(ranges: list[Range], ranks: int, libmpi: str | Path | None = None) -> str:
+def intelmpi_adjust(library_name: str, ranges: list[Range], ranks: int, libmpi: str | Path | None = None) -> str:
     """Intel MPI's I_MPI_ADJUST_ALLREDUCE selection: algorithm:lo-hi per range."""
-    lib = library("intelmpi")
+    lib = library(library_name)
     return ";".join(f"{lib.selection_value(r.algorithm)}:{r.lo}-{r.hi}" for r in ranges) + "\n"
 
 
@@ -176,14 +176,14 @@ def mpich_builtin_selection(libmpi: str | Path) -> dict:
     raise ValueError(f"{libmpi}: no built-in MPIR collective selection tree found (not an MPICH libmpi?)")
 
 
-def mpich_json(ranges: list[Range], ranks: int, libmpi: str | Path | None = None) -> str:
+def mpich_json(library_name: str, ranges: list[Range], ranks: int, libmpi: str | Path | None = None) -> str:
     """MPICH's JSON selection: its built-in tree (read from its libmpi, default the mpich environment's) with our
     ranges where the selected algorithms surely apply."""
     if libmpi is None:
         from ardlab.comm.launch import env_prefix
 
-        libmpi = env_prefix("mpich") / "lib" / library("mpich").soname
-    algs = library("mpich").algorithms
+        libmpi = env_prefix(library_name) / "lib" / library(library_name).soname
+    algs = library(library_name).algorithms
     tree = mpich_builtin_selection(libmpi)
     default_intra = tree["collective=allreduce"]["comm_type=intra"]
     ours: dict = {}
@@ -215,7 +215,8 @@ def mpich_json(ranges: list[Range], ranks: int, libmpi: str | Path | None = None
 
 
 # The writers of tuned selection files, by the name a library's table entry gives (Library.tuned_writer):
-# (ranges, ranks, libmpi) -> the file's text.
+# (library name, ranges, ranks, libmpi) -> the file's text; a library that reuses a format gets its own table's
+# values in it.
 WRITERS = {"openmpi_rules": openmpi_rules, "intelmpi_adjust": intelmpi_adjust, "mpich_json": mpich_json}
 
 
@@ -226,7 +227,7 @@ def write(library_name: str, ranges: list[Range], ranks: int, output: str | Path
     if name not in WRITERS:
         raise ValueError(f"no tuned-file writer for {library_name!r} (its table entry names {name!r}; "
                          f"known: {', '.join(WRITERS)})")
-    text = WRITERS[name](ranges, ranks, libmpi)
+    text = WRITERS[name](library_name, ranges, ranks, libmpi)
     output = Path(output)
     write_csv(ranges_path(output), RANGES_COLUMNS,
               [{"lo_bytes": r.lo, "hi_bytes": r.hi, "algorithm": r.algorithm} for r in ranges])
