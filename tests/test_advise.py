@@ -296,7 +296,7 @@ def test_the_defaults_answer_comes_first_and_the_complete_one_rewrites_it(monkey
 
 
 @pytest.mark.parametrize("budget_s, race_raises, stopped", [
-    (600, False, "the budget left no time for the race: the complete check alone (about 7.3 min"),
+    (600, False, "the budget left no time for the race: the complete check alone (about 7.3 min"),  # 2 x 200 s
     (3600, True, "the race stopped after its first round: too short"),
 ])
 def test_the_defaults_answer_stands_where_the_budget_holds_nothing_more(monkeypatch, tmp_path, budget_s,
@@ -870,3 +870,15 @@ def test_an_env_file_sourced_in_a_fresh_shell_runs_the_chosen_algorithm(tmp_path
     hits = probe.probe("openmpi", "default", ranks=2, count=1 << 18, extra_env=exported)
     ring = library("openmpi").algorithms["ring"].symbol
     assert hits.get(ring, 0) >= 3 and max(hits, key=hits.get) == ring, hits
+
+
+def test_the_complete_checks_launches_follow_what_each_library_can_switch():
+    """A round of the complete check per launch of the first stage's: 2 where the library switches algorithms inside
+    a launch (MPICH, Open MPI: default and pick in one, the tuned file in another), 3 where it cannot (Intel MPI) and
+    for one's own program (each variant its own launch)."""
+    job = run.Job("tensorflow", "alexnet", 2)
+    assert run.check_launches(job, ["mpich", "openmpi"]) == 2
+    assert run.check_launches(job, ["intelmpi"]) == 3
+    assert run.check_launches(job, ["mpich", "openmpi", "intelmpi"]) == pytest.approx(7 / 3)
+    own = run.Job("tensorflow", None, 2, command=[str(ROOT / "examples" / "horovod_synthetic.py")], steps=20)
+    assert run.check_launches(own, ["mpich"]) == 3

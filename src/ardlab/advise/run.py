@@ -602,11 +602,17 @@ def _check_command(job: Job, settings: Settings, picks: dict[str, str], tuned_fi
     return pd.DataFrame(rows)
 
 
-# The training launches of the complete check a round for each of the first stage's (one a library: its default):
-# ardlab's models switch the default and the pick inside one launch and run the tuned file in a second; one's own
-# program runs each variant in its own launch. The estimate of the complete check is the first stage's time times
-# this, and a tenth more.
-CHECK_LAUNCHES = {"model": 2, "command": 3}
+def check_launches(job: Job, libraries: list[str]) -> float:
+    """The training launches of the complete check a round, per launch of the first stage's (one a library: its
+    default), on average over the libraries: ardlab's models switch the default and the pick inside one launch where
+    the library can (``Library.switching``) and run the tuned file in another (2), else a launch each (3); one's own
+    program runs each variant in its own launch (3). The complete check is estimated as the first stage's time times
+    this, and a tenth more."""
+    from ardlab.comm.libraries import library
+
+    if job.command:
+        return 3.0
+    return sum(2 if library(lib).switching is not None else 3 for lib in libraries) / len(libraries)
 
 
 def advise(job: Job, settings: Settings, on_answer: Callable[[Advice], None] | None = None) -> Advice:
@@ -662,7 +668,7 @@ def advise(job: Job, settings: Settings, on_answer: Callable[[Advice], None] | N
     advice.seconds["defaults"] = time.monotonic() - t0
     answered(DEFAULTS)
 
-    check_estimate = advice.seconds["defaults"] * CHECK_LAUNCHES["command" if job.command else "model"] * 1.1
+    check_estimate = advice.seconds["defaults"] * check_launches(job, settings.libraries) * 1.1
     if time.monotonic() + check_estimate > deadline:
         advice.stopped = (f"the budget left no time for the race: the complete check alone (about "
                           f"{check_estimate / 60:.1f} min, from the first stage's {advice.seconds['defaults'] / 60:.1f}"
