@@ -698,6 +698,11 @@ def test_a_tuned_range_names_an_algorithm_only_where_it_beat_the_default_beyond_
     few = _raced(times, {"openmpi": ("default", "recursive_doubling", "ring")})
     assert run.write_tuned(job, few[few["round"] < 4], tmp_path / "few", why_none=why) == {}
     assert "no size where a forced Open MPI algorithm is faster than its default beyond noise" in why["openmpi"]
+    # one the race dropped after 3 rounds cannot win, however fast those rounds were: the next in line does
+    raced = _raced(times, {"openmpi": ("default", "recursive_doubling", "ring")})
+    early = _raced({64: {"nonoverlapping": 1.0}}, {"openmpi": ("nonoverlapping",)})
+    raced = pd.concat([raced, early[early["round"] < 3]], ignore_index=True)
+    assert tuned.tested_ranges(raced, "openmpi", 2)[0].algorithm == "recursive_doubling"
     noise_only = _raced({64: {"default": 5.0, "ring": 4.95}}, {"openmpi": ("default", "ring")}, noise=0.05)
     with pytest.raises(ValueError, match="beyond noise"):
         tuned.tested_ranges(noise_only, "openmpi", 2)

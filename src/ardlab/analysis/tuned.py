@@ -66,13 +66,14 @@ def tested_ranges(df: pd.DataFrame, library_name: str, ranks: int, confidence: f
     """Winner per size by a paired test over the rounds, merged into ranges: at each size the forced algorithm with
     the highest geometric-mean speedup over the library's default (paired by round), named only where that speedup
     is beyond noise (the lower end of its t interval above 1, at level 1 - (1 - confidence) / k for the largest of
-    the k algorithms measured there: ``ardlab.stats.max_adjusted_ci``, which needs ``MIN_ROUNDS`` rounds); elsewhere
-    the range is left to the library's own selection (DEFAULT). A library whose file cannot leave a range to its own
-    selection (no ``Library.default_selection_value``: Intel MPI) gets the leader there, when it is within noise of
-    the default (not slower beyond noise). `df` needs a ``round`` column. ValueError where no size has a winner (a
-    file would only restate the default), or where such a library's default beat every forced algorithm at a size
-    beyond noise."""
-    from ardlab.stats import max_adjusted_ci
+    the k algorithms measured there: ``ardlab.stats.max_adjusted_ci``; only one measured in ``MIN_ROUNDS`` rounds or
+    more can win: the race may have dropped others earlier); elsewhere the range is left to the library's own
+    selection (DEFAULT). A library whose file cannot leave a range to its own selection (no
+    ``Library.default_selection_value``: Intel MPI) gets the leader there, when it is within noise of the default
+    (not slower beyond noise). `df` needs a ``round`` column. ValueError where no size has a winner (a file would
+    only restate the default), or where such a library's default beat every forced algorithm at a size beyond noise
+    or none was measured in enough rounds there."""
+    from ardlab.stats import MIN_ROUNDS, max_adjusted_ci
 
     lib = library(library_name)
     candidates = [n for n, a in lib.algorithms.items() if n != DEFAULT and a.selectable]
@@ -94,17 +95,21 @@ def tested_ranges(df: pd.DataFrame, library_name: str, ranks: int, confidence: f
             both = base.notna() & by[alg].notna()
             tested[alg] = (base[both].to_numpy(), by[alg][both].to_numpy())
         best = DEFAULT
-        speedups = {a: float(np.exp(np.mean(np.log(b / v)))) for a, (b, v) in tested.items() if len(b)}
+        # a winner needs an interval: measured in MIN_ROUNDS rounds at least (one the race dropped early has fewer)
+        speedups = {a: float(np.exp(np.mean(np.log(b / v)))) for a, (b, v) in tested.items() if len(b) >= MIN_ROUNDS}
         if speedups:
             leader = max(speedups, key=speedups.get)
-            _, low, high = max_adjusted_ci(*tested[leader], len(tested))
-            if low == low and low > 1:
+            _, low, high = max_adjusted_ci(*tested[leader], len(tested), confidence)
+            if low > 1:
                 best = leader
             elif not lib.default_selection_value:
-                if high == high and high < 1:
+                if high < 1:
                     raise ValueError(f"{lib.display}'s default beat every forced algorithm at {size} bytes beyond "
                                      "noise, and its selection file cannot leave a range to its own selection")
                 best = leader  # within noise of the default: the file must name an algorithm
+        elif not lib.default_selection_value and tested:
+            raise ValueError(f"no forced {lib.display} algorithm measured in {MIN_ROUNDS} rounds at {size} bytes, and "
+                             "its selection file cannot leave a range to its own selection")
         winners.append((size, best))
     if all(alg == DEFAULT for _, alg in winners):
         raise ValueError(f"no size where a forced {lib.display} algorithm is faster than its default beyond noise "
