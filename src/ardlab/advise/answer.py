@@ -28,6 +28,8 @@ from ardlab.stats import FASTER, SLOWER, max_adjusted_ci, speedup_ci, verdict
 # (`stage`: defaults or complete), when each stage's answer was written (`stages`) and why a later one did not run
 SCHEMA_VERSION = 3
 ANSWERED, INCONCLUSIVE = "answered", "inconclusive"
+# The stage an answer is of (``Advice.stage``): each library's default alone, first; then everything
+DEFAULTS, COMPLETE = "defaults", "complete"
 EXIT_CODES = {ANSWERED: 0, INCONCLUSIVE: 3}  # ardlab advise's exit status per recommendation status (failed: 2)
 
 
@@ -59,7 +61,6 @@ def _speedup(check, variant: tuple[str, str], baseline: tuple[str, str], n: int 
 def rows(advice) -> list[dict]:
     """One row per library: its pick, the predicted and measured speedup over its default, the verdict."""
     from ardlab.advise.prove import PICKABLE
-    from ardlab.advise.run import DEFAULTS
 
     out = []
     pred = advice.predictions
@@ -309,8 +310,6 @@ def markdown(advice, table: list[dict], spent: dict, best: dict | None = None, r
     lines = [f"# ardlab advise: {what}, {job.ranks} ranks on {job.nodes} node(s)", ""]
     if recommended:
         lines += [recommended["text"], ""]
-    from ardlab.advise.run import DEFAULTS
-
     if advice.stage == DEFAULTS:
         when = advice.stages[0]["written_at_s"] / 60 if advice.stages else spent["seconds"] / 60
         lines += [f"The first stage's answer (each library's default in paired training rounds, after {when:.1f} min): "

@@ -35,6 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ardlab.advise.answer import COMPLETE, DEFAULTS
+
 FRAMEWORKS = {"tensorflow": "train-tf", "nn": "train"}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$")
 
@@ -184,8 +186,6 @@ class Advice:
     stopped: str = ""
     defaults_check: object = None  # pandas: the first stage's training rows, kept once the complete check replaces them
 
-
-DEFAULTS, COMPLETE = "defaults", "complete"
 
 
 class NoTimeToRace(ValueError):

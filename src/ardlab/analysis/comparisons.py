@@ -369,3 +369,9 @@ def headline(speedups: pd.DataFrame, across: pd.DataFrame, train: pd.DataFrame,
             "interval not adjusted)",
             f"{best.library}/{best.algorithm} over {best.worst}, {group}", best, "speedup_vs_worst")
     return pd.DataFrame(rows, columns=["claim", "where", "speedup", "ci_low", "ci_high", "verdict", "group"])
+
+
+def trusted(t: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the training rows claims are made from, the loss check): without the variants whose loss disagrees."""
+    check = loss_check(t)
+    return agreeing(t, check), check

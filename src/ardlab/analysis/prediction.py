@@ -42,9 +42,9 @@ MIN_VARIANTS = 3  # a group's rank correlation needs this many variants with a p
 def _rows(run: Path) -> pd.DataFrame:
     """The run's loss-agreeing training rows (what its report's claims are made from)."""
     from ardlab.analysis import read
-    from ardlab.analysis.report import run_files, trusted
+    from ardlab.analysis.comparisons import trusted
 
-    t = read.train(run_files(run)[1])
+    t = read.train(read.run_files(run)[1])
     return trusted(t)[0] if len(t) else t
 
 

@@ -50,3 +50,15 @@ def bench(paths: Iterable[str | Path]) -> pd.DataFrame:
 
 def train(paths: Iterable[str | Path]) -> pd.DataFrame:
     return read(paths, TRAIN_COLUMNS, EARLIER_COLUMNS["train"])
+
+
+def run_files(run: str | Path) -> tuple[list[Path], list[Path]]:
+    """(microbenchmark CSVs, training CSVs) of a run folder: every measurement kind's rows
+    (ardlab.results.ROW_FILES)."""
+    from ardlab.results import kinds_of, rows_glob
+
+    raw = Path(run) / "raw"
+    if not raw.is_dir():
+        raise FileNotFoundError(f"{raw}: not a run folder (no raw/ in {run})")
+    return tuple(sorted(p for kind in kinds_of(cls) for p in Path(run).glob(rows_glob(kind)))
+                 for cls in ("bench", "train"))

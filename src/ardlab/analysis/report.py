@@ -56,8 +56,12 @@ from ardlab.analysis import (
     study_claims,
     versus_study,
 )
+from ardlab.analysis.comparisons import trusted
+from ardlab.analysis.read import run_files
 from ardlab.comm.libraries import TUNED
 from ardlab.results import REPRODUCE_TABLES, save_frame, save_markdown, write_csv
+
+__all__ = ["analyse", "compare_runs", "regimes_report", "report", "run_files", "tables_made", "trusted"]
 
 MICROBENCH_TABLES = ("microbench_speedup", "microbench_across_libraries", "best_algorithm_ranges")
 TRAINING_TABLE = "training_throughput"
@@ -72,12 +76,6 @@ def tables_made(*, microbench: bool, training: bool, tuned: bool, network: bool 
     """The names of the tables `report` writes for these inputs (the workflow declares them as outputs)."""
     return [*(MICROBENCH_TABLES if microbench else ()), *([*TRAINING_TABLES, *STUDY_TABLES] if training else ()),
             *(TUNED_TABLES if tuned else ()), *(NETWORK_TABLES if network and microbench else ()), *ALWAYS]
-
-
-def trusted(t: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(the training rows claims are made from, the loss check): without the variants whose loss disagrees."""
-    check = cmp.loss_check(t)
-    return cmp.agreeing(t, check), check
 
 
 def analyse(b: pd.DataFrame, t: pd.DataFrame, picks: dict | None = None) -> dict[str, pd.DataFrame]:
@@ -113,18 +111,6 @@ def _with_check(train: pd.DataFrame, check: pd.DataFrame, t_all: pd.DataFrame) -
         return train
     flagged = check.loss_agrees.eq(False).fillna(False).astype(bool).any()
     return (cmp.training(t_all) if flagged else train).merge(check, on=["group", "library", "algorithm"], how="left")
-
-
-def run_files(run: str | Path) -> tuple[list[Path], list[Path]]:
-    """(microbenchmark CSVs, training CSVs) of a run folder: every measurement kind's rows
-    (ardlab.results.ROW_FILES)."""
-    from ardlab.results import kinds_of, rows_glob
-
-    raw = Path(run) / "raw"
-    if not raw.is_dir():
-        raise FileNotFoundError(f"{raw}: not a run folder (no raw/ in {run})")
-    return tuple(sorted(p for kind in kinds_of(cls) for p in Path(run).glob(rows_glob(kind)))
-                 for cls in ("bench", "train"))
 
 
 def report(bench_files, train_files, results: str | Path, figures_dir: str | Path | None = None) -> list[Path]:
