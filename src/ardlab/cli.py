@@ -559,6 +559,24 @@ def _advise(args: argparse.Namespace) -> int:
     return answer.EXIT_CODES[status]  # answered 0, inconclusive 3 (docs/advise.md)
 
 
+def _advise_answer_parser(s):
+    s.add_argument("folder", help="the run folder of an `ardlab advise` (answer.json of schema 3 on)")
+    s.set_defaults(func=_advise_answer)
+
+
+def _advise_answer(args: argparse.Namespace) -> int:
+    """The answer (answer.md, answer.json, the env files) made again from the run folder's rows alone."""
+    from pathlib import Path
+
+    from ardlab.advise import answer, run
+
+    advice = run.load(Path(args.folder))
+    written = answer.write(advice, Path(args.folder))
+    print((Path(args.folder) / "answer.md").read_text())
+    print(f"wrote {len(written)} files to {args.folder}: " + ", ".join(p.name for p in written))
+    return 0
+
+
 def _advise_confirm_parser(s):
     s.add_argument("folder", help="the run folder of an `ardlab advise`")
     s.add_argument("--rounds", type=int, help="paired training rounds (default: the advice's)")
@@ -606,6 +624,8 @@ COMMANDS = [
                "the choice checked in training", _advise_parser),
     ("advise-confirm", "an advice's training check made again independently, beside what the advice measured",
      _advise_confirm_parser),
+    ("advise-answer", "an advice's answer made again from its run folder's rows alone (nothing measured)",
+     _advise_answer_parser),
     ("run", "run a workflow job: rounds of a comparison group (JSON) with the driver", _run_parser),
     ("rank", "what each launched rank runs: the plan file written by the driver", _rank_parser),
 ]

@@ -41,8 +41,9 @@ def _rate(check, lib: str, alg: str, column: str = "rate"):
 
 
 def _steps_to_repay(check, lib: str, speedup: float, seconds: float) -> int | None:
-    """The units (steps, or runs) of `lib`'s default after which a `speedup` over it repays `seconds` of tuning."""
-    saved = (1 / _rate(check, lib, DEFAULT).median()) * (1 - 1 / speedup)  # seconds a unit saved
+    """The units (steps, or runs) of `lib`'s default after which a `speedup` over it repays `seconds` of tuning: from
+    the seconds a unit of the default took (`unit_s`: a training step, not an image; a run of one's own program)."""
+    saved = _rate(check, lib, DEFAULT, "unit_s").median() * (1 - 1 / speedup)  # seconds a unit saved
     return math.ceil(seconds / saved) if saved > 0 else None
 
 
@@ -140,10 +141,16 @@ def step_gaps(advice) -> list[str]:
         step = _paired_median(advice.check, "step_s", other, base)
         inside = _paired_median(advice.check, "allreduce_in_step_s", other, base)
         predicted = p["predicted_allreduce_s"] - fastest["predicted_allreduce_s"]
-        line = (f"{library(fastest['library']).display}'s step is {_ms(abs(step))} "
-                f"{'shorter' if step >= 0 else 'longer'} than {library(p['library']).display}'s; {_ms(inside)} of "
-                f"that is Allreduce (timed in training; the microbenchmark predicted {_ms(predicted)})")
-        if abs(inside) < 0.5 * abs(step):
+        said = "" if predicted != predicted else f"; the microbenchmark predicted {_ms(predicted)}"
+        name, other_name = library(fastest["library"]).display, library(p["library"]).display
+        line = f"{name}'s step is {_ms(abs(step))} {'shorter' if step >= 0 else 'longer'} than {other_name}'s; "
+        if (inside >= 0) == (step >= 0):
+            line += f"{_ms(abs(inside))} of that is Allreduce (timed in training{said})"
+        else:  # the Allreduce goes the other way: the rest of the step carries more than the whole gap
+            line += (f"its Allreduce takes {_ms(abs(inside))} {'longer' if inside < 0 else 'shorter'}, so the rest "
+                     f"of its step is {_ms(abs(step - inside))} {'shorter' if step >= 0 else 'longer'} (timed in "
+                     f"training{said})")
+        if abs(inside) < 0.5 * abs(step) or (inside >= 0) != (step >= 0):
             line += (": most of the gap is in the rest of the step (compute, the framework, ranks waiting for one "
                      "another or sharing cores), not in the Allreduce")
         out.append(line + ".")
@@ -217,9 +224,10 @@ def _recommend_text(lib, setting, best, within, over, beaten, tied, repay, n, un
     name = library(lib).display
     if status == INCONCLUSIVE:
         largest = max(over.items(), key=lambda kv: kv[1]["speedup"], default=None)
-        gain = (f" (the largest measured: {name}{'' if best == DEFAULT else ', ' + best} "
-                f"{_ci_text(largest[1])} over {library(largest[0]).display}'s default, largest of {n}, interval "
-                "adjusted)") if largest else ""
+        # `over` holds the library's own default against the others (its fastest setting did not beat it): so named
+        gain = (f" (the largest measured: {name}'s default {_ci_text(largest[1])} over "
+                f"{library(largest[0]).display}'s default, its library chosen as the fastest of {n} settings, "
+                "interval adjusted)") if largest else ""
         return (f"**Keep the library you have**: nothing measured here beats another library's default, or a "
                 f"library's own default, beyond noise{gain}.")
     what = name if setting == DEFAULT else f"{name} with {'its tuned file' if setting == TUNED else setting}"

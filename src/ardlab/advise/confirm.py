@@ -21,7 +21,7 @@ from ardlab.comm.libraries import DEFAULT, TUNED, library
 
 def load(folder: Path):
     """(job, settings, picks, tuned files, the advice's comparisons) of an advice's run folder."""
-    from ardlab.advise.run import Job, Settings
+    from ardlab.advise.run import Job, Settings, tuned_files
 
     doc_path = Path(folder) / "answer.json"
     if not doc_path.is_file():
@@ -34,18 +34,6 @@ def load(folder: Path):
     picks = {r["library"]: r["setting"] for r in doc["answer"]}
     tuned = {lib: str(p) for lib, p in tuned_files(Path(folder), job, picks).items()}
     return job, settings, picks, tuned, comparisons_of(doc)
-
-
-def tuned_files(folder: Path, job, libraries) -> dict[str, Path]:
-    """The advice's tuned file of each library that has one."""
-    from ardlab.analysis import tuned
-
-    out = {}
-    for lib in libraries:
-        path = tuned.path(folder / "tuned", lib, job.ranks, job.nodes)
-        if path.is_file():
-            out[lib] = path
-    return out
 
 
 def comparisons_of(doc: dict) -> list[dict]:

@@ -711,6 +711,62 @@ def advise(job: Job, settings: Settings, on_answer: Callable[[Advice], None] | N
     return finished()
 
 
+def tuned_files(folder: Path, job, libraries) -> dict[str, Path]:
+    """The advice's tuned file of each library that has one."""
+    from ardlab.analysis import tuned
+
+    out = {}
+    for lib in libraries:
+        path = tuned.path(folder / "tuned", lib, job.ranks, job.nodes)
+        if path.is_file():
+            out[lib] = path
+    return out
+
+
+def load(folder: Path) -> Advice:
+    """An advice as its run folder holds it (answer.json and the rows as measured), for its answer to be made again
+    from those rows alone (``ardlab advise-answer``): answer.json of schema 3 on. FileNotFoundError or ValueError
+    naming what is missing."""
+    import json
+
+    import pandas as pd
+
+    from ardlab.advise.answer import SCHEMA_VERSION
+
+    folder = Path(folder)
+    path = folder / "answer.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: give the run folder of an `ardlab advise`")
+    doc = json.loads(path.read_text())
+    version = doc.get("schema_version", 1)
+    if version < 3:
+        raise ValueError(f"{path}: schema {version}; an answer is made again from the rows of schema 3 on (its "
+                         "stages and the rows of each are kept from there)")
+    if version > SCHEMA_VERSION:
+        raise ValueError(f"{path}: schema {version}, newer than this ardlab's {SCHEMA_VERSION}")
+    kept = doc["settings"]
+    settings = Settings(doc["libraries"], kept["budget_s"], rounds=kept["rounds"], check_rounds=kept["check_rounds"],
+                        check_steps=kept["check_steps"], seed=kept["seed"], progress=False, output=folder)
+
+    def rows(name: str, required: bool = True):
+        csv = folder / f"{name}.csv"
+        if not csv.is_file():
+            if required:
+                raise FileNotFoundError(f"{csv} does not exist: the advice's rows are incomplete")
+            return None
+        return pd.read_csv(csv)
+
+    job = Job(**doc["job"])
+    advice = Advice(job, settings, rows("calls"), bench=rows("microbench", False),
+                    predictions=rows("predictions", False), race=doc["race"],
+                    picks={r["library"]: r["setting"] for r in doc["answer"]}, proofs=doc["proofs"],
+                    tuned_log=doc["tuned_left_out"], check=rows("check"), seconds={"total": doc["cost"]["seconds"]},
+                    stage=doc["stage"], stages=doc["stages"], stopped=doc["stopped"],
+                    defaults_check=rows("check-defaults", False))
+    advice.tuned = {lib: str(p) for lib, p in tuned_files(folder, job, advice.picks).items()}
+    return advice
+
+
 def write(advice: Advice, output: Path) -> list[Path]:
     """The run folder: the rows as measured, the answer (ardlab.advise.answer) as JSON and Markdown, env files."""
     from ardlab.advise import answer
