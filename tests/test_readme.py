@@ -1,6 +1,7 @@
 """The README is a front page made from the repository: its table is the committed table file as `ardlab report`
 wrote it, its figure and links exist, and it stays within two screens of text (issue 42)."""
 
+import json
 import re
 
 from conftest import ROOT
@@ -26,12 +27,34 @@ def test_the_front_page_is_two_screens():
 
 
 def test_the_advise_example_is_a_committed_answer():
-    """The README's `ardlab advise` output is the table of a committed answer (results/advise/<run>/answer.md)."""
+    """The README's `ardlab advise` output is a committed answer's (results/advise/<run>/answer.md): its first line,
+    the recommendation, and its first table; the numbers of its first stage are its check-defaults.csv's."""
+    import pandas as pd
+
+    from ardlab.advise import answer
+
     named = re.findall(r"`(results/advise/[\w.-]+/answer\.md)`", README)
     assert named, "the README names no committed advise answer"
     for path in named:
-        table = [line for line in (ROOT / path).read_text().splitlines() if line.startswith("|")]
-        assert table and "\n".join(table) in README, path
+        lines = (ROOT / path).read_text().splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+        end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+        assert "\n".join(lines[start:end]) in README, path
+        assert f"> {lines[2]}" in README, path  # the recommendation, quoted
+        words = " ".join(README.split())
+        first = ROOT / path.replace("answer.md", "check-defaults.csv")
+        if first.is_file():
+            check = pd.read_csv(first)
+            m, lo, hi = answer._speedup(check, ("mpich", "default"), ("openmpi", "default"), 2)
+            assert f"{m:.2f}x [{lo:.2f}, {hi:.2f}] over Open MPI's default (largest of 3" in words
+            steps = {p["library"]: p for p in json.loads((ROOT / path.replace(".md", ".json")).read_text())["steps"]
+                     if p["setting"] == "default"}
+            ms = {lib: {k: round(v * 1e3) for k, v in p.items() if k.endswith("_s")} for lib, p in steps.items()}
+            assert (f"Allreduce take {ms['mpich']['allreduce_s']}-{ms['openmpi']['allreduce_s']} ms a step (predicted: "
+                    f"{ms['mpich']['predicted_allreduce_s']}-{ms['openmpi']['predicted_allreduce_s']} ms), Intel MPI's "
+                    f"{ms['intelmpi']['allreduce_s']} ms") in words
+            assert (f"by the rest ({ms['mpich']['rest_s']} ms, against {ms['openmpi']['rest_s']}-"
+                    f"{ms['intelmpi']['rest_s']} ms)") in words
 
 
 def test_the_study_sections_numbers_are_the_tables():
