@@ -11,7 +11,6 @@ from ardlab.cluster import links
 
 @pytest.mark.parametrize("queue, value, tbf", [
     ("switch-port", "233016b", ["limit", "233016b"]),  # 12 MiB over Trident II's 54 ports
-    ("stress", "1ms", ["latency", "1ms"]),
     (None, "1ms", ["latency", "1ms"]),  # the default: the committed runs' queue
     ("2ms", "2ms", ["latency", "2ms"]),
     ("300kb", "300kb", ["limit", "307200b"]),  # tc's kb: 1024 bytes
@@ -29,13 +28,13 @@ def test_a_bad_queue_is_named(bad):
 
 def test_a_clusters_queue_is_what_its_rows_record(tmp_path):
     """links.link_queue reads the cluster's record beside its Slurm configuration: the queue's name where it has
-    one, the stress queue for a record from before the setting, "none" for unlimited links; off a cluster, empty."""
+    one, 1ms for a record from before the setting, "none" for unlimited links; off a cluster, empty."""
     conf = tmp_path / "slurm.conf"
     conf.write_text("")
     env = {"SLURM_CONF": str(conf)}
     assert links.link_queue(env) == ""
     for record, expected in (({"rate": "1gbit", "queue": links.QUEUES["switch-port"]}, "switch-port"),
-                             ({"rate": "250mbit", "queue": "2ms"}, "2ms"), ({"rate": "1gbit"}, "stress"),
+                             ({"rate": "250mbit", "queue": "2ms"}, "2ms"), ({"rate": "1gbit"}, "1ms"),
                              ({"rate": None, "queue": "1ms"}, "none")):
         (tmp_path / "cluster.json").write_text(json.dumps(record))
         assert links.link_queue(env) == expected, record

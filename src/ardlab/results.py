@@ -32,7 +32,7 @@ ROUND_COLUMNS = ["group", "round", "position", "order_seed"]
 NETWORK_COLUMNS = ["link_rate", "threads_per_core"]
 # What the emulated cluster's links queued behind their rate before dropping (ardlab.cluster.links.link_queue: a name of
 # links.QUEUES, a time or bytes; "none" for unlimited links; empty off the emulated cluster and in files from before
-# the column, when every cluster link queued 1 ms, "stress").
+# the column, when every cluster link queued "1ms").
 QUEUE_COLUMNS = ["link_queue"]
 TRAFFIC_COLUMNS = ["net_tx_bytes_per_call", "net_tx_max_node_bytes_per_call"]
 # How MPI started in the ranks (ardlab.comm.startup): the tuning file the library loaded (a file name, a path, "none",

@@ -20,6 +20,18 @@ from ardlab.bench.sizes import format_size
 from ardlab.comm.libraries import DEFAULT, LIBRARIES, TUNED
 
 
+def save_png_pdf(fig, out: Path, name: str, dpi: int = 150) -> list[Path]:
+    """`fig` laid out and written as <out>/<name>.png and .pdf, then closed; the two paths."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{name}.png", out / f"{name}.pdf"]
+    for path in paths:
+        fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return paths
+
 def make(speedups: pd.DataFrame, train: pd.DataFrame, b: pd.DataFrame, t: pd.DataFrame, out: Path) -> list[Path]:
     """The run's figures (PNG and PDF) into `out`: per library and scale its latency/bandwidth and speedup heatmap,
     per model and scale the training throughputs, and the drift of each group's reference over the run."""

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ardlab.analysis import study_claims as sc
+from ardlab.analysis.figures import save_png_pdf
 
 PARTS_COLUMNS = ["run", "link_rate", "group", "regime", "library", "algorithm", "pick", "rounds",
                  "predicted_allreduce_s", "step_s", "added_s", "rest_s", "allreduce_in_step_s", "added_over_predicted",
@@ -164,10 +165,4 @@ def figure(p: pd.DataFrame, out: Path) -> list[Path]:
         ax.set_xlabel("predicted Allreduce per step (s, microbenchmark)")
     axes[0][0].set_ylabel("measured in training, per step (s)")
     axes[0][-1].legend(fontsize=6, loc="best")
-    fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "allreduce_predicted_vs_training.png", out / "allreduce_predicted_vs_training.pdf"]
-    for path in paths:
-        fig.savefig(path, dpi=150)
-    plt.close(fig)
-    return paths
+    return save_png_pdf(fig, out, "allreduce_predicted_vs_training")

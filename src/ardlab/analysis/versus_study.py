@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ardlab.analysis import study_claims as sc
+from ardlab.analysis.figures import save_png_pdf
 from ardlab.comm.libraries import DEFAULT
 from ardlab.results import recorded_config
 
@@ -313,13 +314,7 @@ def forest(groups_: pd.DataFrame, pooled_: pd.DataFrame, claim: str, out: Path) 
         _log_axis(ax.xaxis, *ax.get_xlim())
         ax.set_title(sc.CLAIM[claim].text.format(library=sc.display(lib)), fontsize=8)
         ax.set_xlabel("training speedup (img/s, paired rounds), 95% interval", fontsize=7)
-    fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"forest_{claim}.png", out / f"forest_{claim}.pdf"]
-    for path in paths:
-        fig.savefig(path, dpi=150)
-    plt.close(fig)
-    return paths
+    return save_png_pdf(fig, out, f"forest_{claim}")
 
 
 def fit(pts: pd.DataFrame, resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
@@ -389,10 +384,4 @@ def figure(pts: pd.DataFrame, out: Path) -> list[Path]:
         _log_axis(ax.yaxis, *ax.get_ylim())
     axes[0][0].set_ylabel("training speedup over the default")
     axes[0][-1].legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "speedup_vs_allreduce_share.png", out / "speedup_vs_allreduce_share.pdf"]
-    for p in paths:
-        fig.savefig(p, dpi=150)
-    plt.close(fig)
-    return paths
+    return save_png_pdf(fig, out, "speedup_vs_allreduce_share")

@@ -19,8 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="link rate per node and direction, tc notation (1gbit, 250mbit) or 'none' (default 1gbit)")
     u.add_argument("--queue", default=None,
                    help="what a link queues behind its rate before it drops: switch-port (a switch port's share of "
-                        "its buffer, 233016 bytes), stress (1 ms at the rate), a time (2ms) or bytes (300kb) "
-                        f"(default {DEFAULT_QUEUE}: docs/cluster.md)")
+                        "its buffer, 233016 bytes), a time at the rate (1ms: tbf adds its 256 KiB bucket) or bytes "
+                        f"(300kb) (default {DEFAULT_QUEUE}: docs/cluster.md)")
     u.add_argument("--subnet", default=cluster.DEFAULT_SUBNET,
                    help="IPv4 subnet of the cluster network; refused if in use here (default "
                         f"{cluster.DEFAULT_SUBNET})")

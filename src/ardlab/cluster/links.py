@@ -61,10 +61,11 @@ def allreduce_wire_us(p: int, size_bytes: float, rate: str) -> float:
 #   so 12 MiB / 54 = 233016 bytes a port (J. Warner's switch buffer pages, people.ucsc.edu/~warner/Bufs/, and their
 #   successor port-buffers.forwardingplane.net/concepts/trident-ii). A port may borrow more of the pool while the
 #   others are quiet, so this is a floor; 1.9 ms at 1 Gbit/s, 7.5 ms at 250 Mbit/s. docs/cluster.md.
-# - "stress": 1 ms at the rate, the emulation's queue before this setting (125 KB at 1 Gbit/s, 31 KB at 250 Mbit/s:
-#   less than any switch port holds); every committed cluster run was measured under it.
-QUEUES = {"switch-port": f"{12 * 2**20 // 54}b", "stress": "1ms"}
-DEFAULT_QUEUE = "stress"  # the committed runs' queue; a run states another with `cluster up --queue` / link_queue
+# A time is tc's `latency`, from which tbf makes its limit as the rate x the time plus its bucket (BURST_BYTES): the
+# emulation's queue before this setting, "1ms" and still the default, holds 387144 bytes at 1 Gbit/s and 293394 at
+# 250 Mbit/s (read back with `tc -raw`), more than a switch port's share; every committed cluster run had it.
+QUEUES = {"switch-port": f"{12 * 2**20 // 54}b"}
+DEFAULT_QUEUE = "1ms"  # the committed runs' queue; a run states another with `cluster up --queue` / link_queue
 _QUEUE = re.compile(r"^(?P<value>\d+(?:\.\d+)?)(?P<unit>ms|us|s|b|kb|mb)$")
 _BYTE_UNITS = {"b": 1, "kb": 1024, "mb": 1024 * 1024}  # tc's: a kb is 1024 bytes
 
@@ -105,13 +106,13 @@ def _record(environ=None) -> dict | None:
 def link_queue(environ=None) -> str:
     """The link queue of the emulated cluster this process runs on, for result rows (its name where it has one:
     ``queue_name``): "none" when its links are unlimited, "" when the process runs on no emulated cluster. A cluster
-    brought up before the setting existed had the 1 ms queue ("stress")."""
+    brought up before the setting existed had the 1 ms queue."""
     record = _record(environ)
     if record is None:
         return ""
     if not record.get("rate"):
         return "none"
-    return queue_name(record.get("queue") or QUEUES["stress"])
+    return queue_name(record.get("queue") or DEFAULT_QUEUE)
 
 
 def link_rate(environ=None) -> str:
