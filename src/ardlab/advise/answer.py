@@ -211,15 +211,15 @@ def recommendation(advice, spent: dict | None = None) -> dict:
     status = ANSWERED if beaten or setting != DEFAULT else INCONCLUSIVE
     return {"status": status, "library": lib, "setting": setting, "of": n, "within_library": within,
             "over_defaults": over, "beats": beaten, "within_noise_of": tied, "steps_to_repay": repay,
-            "unit": job.unit, "text": _recommend_text(lib, setting, best, within, over, beaten, tied, repay, n,
-                                                      job.unit, status)}
+            "unit": job.unit, "text": _recommend_text(lib, setting, within, over, beaten, tied, repay, n, job.unit,
+                                                      status)}
 
 
 def _ci_text(v: dict) -> str:
     return f"{v['speedup']:.2f}x" if v["low"] is None else f"{v['speedup']:.2f}x [{v['low']:.2f}, {v['high']:.2f}]"
 
 
-def _recommend_text(lib, setting, best, within, over, beaten, tied, repay, n, unit, status) -> str:
+def _recommend_text(lib, setting, within, over, beaten, tied, repay, n, unit, status) -> str:
     """The recommendation in one sentence (the answer's first line)."""
     name = library(lib).display
     if status == INCONCLUSIVE:
