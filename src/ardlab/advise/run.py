@@ -417,11 +417,6 @@ def ranked(predictions) -> dict[str, list[str]]:
     return {lib: list(g.sort_values("predicted_us_per_step")["algorithm"]) for lib, g in med.groupby("library")}
 
 
-def choose(predictions) -> dict[str, str]:
-    """Per library, the candidate with the lowest median predicted time per step."""
-    return {lib: names[0] for lib, names in ranked(predictions).items()}
-
-
 def write_tuned(job: Job, bench, folder: Path, allowed: dict[str, set[str]] | None = None,
                 why_none: dict[str, str] | None = None) -> dict[str, str]:
     """Each library's tuned selection file from the raced rows, in `folder`: per measured size the forced algorithm

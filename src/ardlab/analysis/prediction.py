@@ -52,7 +52,7 @@ def _rows(run: Path) -> pd.DataFrame:
 def parts(runs: list[str | Path]) -> pd.DataFrame:
     """Per run, group and trained variant that carries a prediction: the predicted Allreduce per step beside the
     step, the time the Allreduce added to it and the time inside it (the module's docstring), in seconds."""
-    from ardlab.analysis.versus_study import _reported_table, allreduce_share, read_picks
+    from ardlab.analysis.versus_study import allreduce_share, numeric, read_picks, reported_table
     from ardlab.results import recorded_config
 
     out = []
@@ -64,11 +64,10 @@ def parts(runs: list[str | Path]) -> pd.DataFrame:
         t = _rows(run)
         if t.empty:
             continue
-        shared = _reported_table(run, "training_throughput").groupby("group").time_shared.apply(
+        shared = reported_table(run, "training_throughput").groupby("group").time_shared.apply(
             lambda s: bool(s.astype(bool).any()))
-        num = lambda c: pd.to_numeric(t.get(c, pd.Series(np.nan, index=t.index)), errors="coerce")  # noqa: E731
-        step = num("batch_per_rank") * num("ranks") / num("img_per_s")
-        t = t.assign(step_s_=step, added_s_=allreduce_share(t) * step, inside_s_=num("allreduce_in_step_s"))
+        step = numeric(t, "batch_per_rank") * numeric(t, "ranks") / numeric(t, "img_per_s")
+        t = t.assign(step_s_=step, added_s_=allreduce_share(t) * step, inside_s_=numeric(t, "allreduce_in_step_s"))
         for (group, lib, alg), g in t.groupby(["group", "library", "algorithm"], sort=True):
             lp = picks.get(group, {}).get(lib, {})
             predicted = lp.get("predicted", {}).get(alg)

@@ -30,12 +30,17 @@ POINT_COLUMNS = ["group", "library", "selection", "algorithm", "framework", "mod
 SELECTIONS = {"tuned": "tuned", "picked_best": "picked best"}  # claim -> the selection it measures, in the figure
 
 
+def numeric(t: pd.DataFrame, column: str) -> pd.Series:
+    """`t`'s column as numbers (NaN where a row has none, or the table lacks the column)."""
+    return pd.to_numeric(t.get(column, pd.Series(np.nan, index=t.index)), errors="coerce")
+
+
 def allreduce_share(t: pd.DataFrame) -> pd.Series:
     """Per training row, the share of its steps' time the Allreduce took: ardlab.nn's blocking calls and waits over
     its step time; Horovod's added time (its batches less their compute alone, --compute-batches) over the batches'
     time. NaN where the row has no split."""
-    num = lambda c: pd.to_numeric(t.get(c, pd.Series(np.nan, index=t.index)), errors="coerce")  # noqa: E731
-    compute, allreduce, wait = num("compute_s"), num("allreduce_s"), num("wait_s").fillna(0.0)
+    compute, allreduce, wait = (numeric(t, "compute_s"), numeric(t, "allreduce_s"),
+                                numeric(t, "wait_s").fillna(0.0))
     comm = allreduce + wait
     return (comm / (compute + comm)).where(compute > 0)
 
@@ -83,7 +88,7 @@ RATE_MARKERS = {"1gbit": "o", "250mbit": "^"}
 EXTRA_MARKERS = ("D", "v", "P", "X")
 
 
-def _reported_table(run: Path, name: str) -> pd.DataFrame:
+def reported_table(run: Path, name: str) -> pd.DataFrame:
     """A table that `ardlab report --run` wrote into `run`; FileNotFoundError naming it and that command if missing."""
     table = run / "tables" / f"{name}.csv"
     if not table.is_file():
@@ -99,7 +104,7 @@ def regimes(runs: list[str | Path]) -> pd.DataFrame:
     frames = []
     for run in runs:
         run = Path(run)
-        pts = _reported_table(run, "selection_vs_share")
+        pts = reported_table(run, "selection_vs_share")
         rate = recorded_config(run).get("link_rate")
         if not rate:
             raise ValueError(f"{run / 'run.yaml'} names no link_rate: {run} is not a run across nodes")
@@ -117,7 +122,7 @@ def runs_table(runs: list[str | Path], name: str) -> pd.DataFrame:
     frames = []
     for run in map(Path, runs):
         rate = recorded_config(run).get("link_rate") or ""
-        frames.append(_reported_table(run, name).assign(run=str(run), link_rate=str(rate)))
+        frames.append(reported_table(run, name).assign(run=str(run), link_rate=str(rate)))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -146,7 +151,7 @@ def ranking(runs: list[str | Path]) -> pd.DataFrame:
     for run in map(Path, runs):
         rate = recorded_config(run).get("link_rate") or ""
         picks = read_picks(run)
-        trained = _reported_table(run, "training_throughput")
+        trained = reported_table(run, "training_throughput")
         for group, g in trained.groupby("group", sort=True):
             predicted = {f"{lib}/{alg}": t for lib, lp in picks.get(group, {}).items()
                          for alg, t in lp.get("predicted", {}).items()}

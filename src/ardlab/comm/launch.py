@@ -317,14 +317,20 @@ def hydra_command(library_name: str, ranks: int, nodes: int, inner: Sequence[str
     env = {**os.environ, **run_env(library_name, algorithm), **(extra_env or {})}
     mpiexec = [str(prefix / "bin" / "mpiexec"), "-launcher", "slurm"]
     if "SLURM_JOB_ID" in os.environ:
-        hosts = allocation_nodes(env)
-        if len(hosts) < nodes:
-            raise ValueError(f"{nodes} nodes asked for, but the allocation (job {env['SLURM_JOB_ID']}) has "
-                             f"{len(hosts)}: {','.join(hosts)}")
-        mpiexec += ["-hosts", ",".join(hosts[:nodes])]
+        mpiexec += ["-hosts", ",".join(allocation_holding(nodes, env)[:nodes])]
     else:
         mpiexec = ["salloc", "--quiet", "-N", str(nodes), "-n", str(ranks), *mpiexec, "-rmk", "slurm"]
     return [*mpiexec, "-n", str(ranks), "-ppn", str(-(-ranks // nodes)), *inner], env
+
+
+def allocation_holding(nodes: int, env: Mapping[str, str]) -> list[str]:
+    """The nodes of the Slurm job `env` runs in (allocation_nodes); ValueError, naming them, where they are fewer
+    than `nodes`."""
+    hosts = allocation_nodes(env)
+    if nodes > len(hosts):
+        raise ValueError(f"--nodes {nodes}: the allocation (job {env['SLURM_JOB_ID']}) holds {len(hosts)}: "
+                         f"{','.join(hosts)}")
+    return hosts
 
 
 def allocation_nodes(env: Mapping[str, str]) -> list[str]:
@@ -349,10 +355,7 @@ def check_fits(ranks: int, nodes: int, env: Mapping[str, str] | None = None) -> 
     if ranks < nodes:
         raise ValueError(f"--ranks {ranks} cannot spread over --nodes {nodes}")
     if "SLURM_JOB_ID" in env:
-        hosts = allocation_nodes(env)
-        if nodes > len(hosts):
-            raise ValueError(f"--nodes {nodes}: the allocation (job {env['SLURM_JOB_ID']}) holds {len(hosts)}: "
-                             f"{','.join(hosts)}")
+        allocation_holding(nodes, env)
         tasks = env.get("SLURM_NTASKS")
         if tasks and ranks > int(tasks):
             raise ValueError(f"--ranks {ranks}: the allocation (job {env['SLURM_JOB_ID']}) has {tasks} tasks")
