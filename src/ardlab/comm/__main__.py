@@ -7,7 +7,8 @@ from ardlab.comm.libraries import LIBRARIES, algorithms, library
 
 
 def main(argv: list[str]) -> int:
-    usage = "usage: python -m ardlab.comm (names | pip LIBRARY | algorithms LIBRARY | tuned-env LIBRARY FILE)"
+    usage = ("usage: python -m ardlab.comm (names | pip LIBRARY | algorithms LIBRARY | tuned-env LIBRARY FILE | "
+             "fabric LIBRARY)")
     if not argv:
         print(usage, file=sys.stderr)
         return 2
@@ -21,6 +22,15 @@ def main(argv: list[str]) -> int:
         elif argv[0] == "tuned-env" and len(argv) == 3:  # for `eval` in job scripts
             env = library(argv[1]).tuned_env(argv[2])
             print("\n".join(f"export {k}={shlex.quote(v)}" for k, v in env.items()))
+        elif argv[0] == "fabric" and len(argv) == 2:  # the image's %test: every transport plugin loads
+            from ardlab.comm.fabric import report
+            from ardlab.comm.launch import require_env
+
+            lost = report(argv[1], require_env(argv[1]))
+            if lost:
+                print(lost, file=sys.stderr)
+                return 1
+            print(f"{library(argv[1]).display}: every UCX transport and libfabric provider it ships loads")
         else:
             print(usage, file=sys.stderr)
             return 2

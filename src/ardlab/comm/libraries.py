@@ -30,6 +30,15 @@ DEFAULT = "default"
 # Debian's PMI-2 client library of Slurm, which Intel MPI loads under srun --mpi=pmi2, and its package.
 PMI2_LIBRARY = "/usr/lib/x86_64-linux-gnu/libpmi2.so.0"
 PMI2_PACKAGE = "libpmi2-0"
+# Debian's packages of the system libraries the wheels' UCX transports and libfabric providers load (found missing
+# by ardlab.comm.fabric): rdma-core's verbs and connection manager with its providers (mlx5, efa, ...), Omni-Path's
+# PSM2. Every image installs them, so that a site's InfiniBand, RoCE, EFA or Omni-Path is usable inside it.
+FABRIC_DEBS = ("libibverbs1", "librdmacm1", "ibverbs-providers", "libpsm2-2")
+# Which of Debian's packages provides each system library those plugins load (bookworm's; tests/test_fabric.py
+# checks that every library a plugin misses on a machine without them is here and in its library's fabric_debs).
+FABRIC_PROVIDERS = {"libibverbs.so.1": "libibverbs1", "librdmacm.so.1": "librdmacm1",
+                    "libmlx5.so.1": "ibverbs-providers", "libefa.so.1": "ibverbs-providers",
+                    "libpsm2.so.2": "libpsm2-2", "libucp.so.0": "libucx0"}
 TUNED = "tuned"  # the label of runs that use a tuned selection file (ardlab.analysis.tuned) instead of forcing
 
 
@@ -163,6 +172,9 @@ class Library:
     # Debian packages the library's image installs so that srun_env's paths exist inside it (containers/render-defs
     # puts them in the definition's %post).
     image_debs: tuple[str, ...] = ()
+    # Debian packages of the system libraries the library's own transport plugins load (ardlab.comm.fabric), in its
+    # image's %post beside image_debs.
+    fabric_debs: tuple[str, ...] = FABRIC_DEBS
     # What the tests proved of `srun --mpi=<srun_mpi>` on the emulated cluster (tests/test_cluster.py).
     srun_proof: str = ""
     # How ardlab starts the ranks of an environment (not an image) inside a Slurm allocation: "srun" (srun
@@ -500,6 +512,7 @@ INTELMPI = Library(
     # MPI_Init under srun on 2 nodes failing with "failed to load libfabric.so.1".
     program_env={"LD_LIBRARY_PATH": "{prefix}/lib", "FI_PROVIDER_PATH": "{prefix}/lib"},
     image_debs=(PMI2_PACKAGE,),
+    fabric_debs=(*FABRIC_DEBS, "libucx0"),  # its libfabric's mlx provider (Mellanox's default) loads the system UCX
     srun_proof=_SRUN_PROOF,
     time_shared_env={"I_MPI_WAIT_MODE": "1"},  # I_MPI_THREAD_YIELD=2/3 (yield/usleep) measured 0.7-2.5 ms
     # I_MPI_TUNING (the documented name of a text tuning file) is not honoured for these files; _BIN is. The
