@@ -6,11 +6,12 @@ Predicted: the geometric mean over the microbenchmark's rounds of the default's 
 the pick's (paired by round; its interval needs 5 rounds). Measured: the training check's img/s, pick over default,
 paired by round (ardlab.stats.speedup_ci). "the default is within noise of the best here" is an answer too.
 
-The answer's first line is a recommendation (``recommendation``): the library (and, where it measured faster than
-that library's default, the setting) that trained fastest, with its speedup over every other library's default, each
-interval adjusted for its being the largest of the variants checked, and the steps that repay the tuning; or, where
-nothing beats anything beyond noise, "keep the library you have". Its status is the exit code of ``ardlab advise``:
-ANSWERED (0) or INCONCLUSIVE (3); a failure exits 2. ``answer.json`` carries SCHEMA_VERSION.
+The answer's first line is a recommendation (``recommendation``): the setting of any library that trained fastest,
+with its speedup over every other library's default and over its own library's default, each interval adjusted for
+its being the largest of the variants checked, and the steps that repay the tuning (a library's default it is within
+noise of may be kept); or, where it beats no default beyond noise, "keep the library you have". Its status is the
+exit code of ``ardlab advise``: ANSWERED (0) or INCONCLUSIVE (3); a failure exits 2. ``answer.json`` carries
+SCHEMA_VERSION.
 """
 
 from __future__ import annotations
@@ -114,11 +115,6 @@ def step_parts(advice) -> list[dict]:
     return out
 
 
-def _paired_median(check, column: str, a: tuple[str, str], b: tuple[str, str]) -> float:
-    """The median over rounds of `column`, variant `a` less variant `b` in the same round."""
-    return float((_rate(check, *a, column) - _rate(check, *b, column)).dropna().median())
-
-
 def _ms(seconds: float) -> str:
     """Seconds as milliseconds, 3 significant digits ("-" where unknown)."""
     return "-" if seconds != seconds else f"{seconds * 1e3:.3g} ms"
@@ -126,31 +122,32 @@ def _ms(seconds: float) -> str:
 
 def step_gaps(advice) -> list[str]:
     """In words, for each library's default against the default with the shortest step: how much shorter that step
-    is, how much of the difference is Allreduce (timed in training, paired by round), and what the microbenchmark
-    predicted; said plainly where most of the gap is not the Allreduce."""
+    is, how much of the difference is Allreduce (timed in training) and what the microbenchmark predicted, from the
+    medians the step table shows (so the words and the table agree; a median of per-round differences can have the
+    other sign); said plainly where most of the gap is not the Allreduce."""
     parts = [p for p in step_parts(advice) if p["setting"] == DEFAULT]
     if len(parts) < 2:
         return []
     fastest = min(parts, key=lambda p: p["step_s"])
-    base = (fastest["library"], DEFAULT)
     out = []
     for p in parts:
         if p is fastest:
             continue
-        other = (p["library"], DEFAULT)
-        step = _paired_median(advice.check, "step_s", other, base)
-        inside = _paired_median(advice.check, "allreduce_in_step_s", other, base)
+        step = p["step_s"] - fastest["step_s"]
+        inside = p["allreduce_s"] - fastest["allreduce_s"]
         predicted = p["predicted_allreduce_s"] - fastest["predicted_allreduce_s"]
         said = "" if predicted != predicted else f"; the microbenchmark predicted {_ms(predicted)}"
         name, other_name = library(fastest["library"]).display, library(p["library"]).display
-        line = f"{name}'s step is {_ms(abs(step))} {'shorter' if step >= 0 else 'longer'} than {other_name}'s; "
-        if (inside >= 0) == (step >= 0):
-            line += f"{_ms(abs(inside))} of that is Allreduce (timed in training{said})"
+        line = f"{name}'s step is {_ms(step)} shorter than {other_name}'s; "  # step >= 0: the shortest median
+        if 0 <= inside <= step:
+            line += f"{_ms(inside)} of that is Allreduce (timed in training{said})"
+        elif inside > step:  # the Allreduce alone more than the gap: the rest of the step goes the other way
+            line += (f"its Allreduce takes {_ms(inside)} less, more than the whole gap, so the rest of its step is "
+                     f"{_ms(inside - step)} longer (timed in training{said})")
         else:  # the Allreduce goes the other way: the rest of the step carries more than the whole gap
-            line += (f"its Allreduce takes {_ms(abs(inside))} {'longer' if inside < 0 else 'shorter'}, so the rest "
-                     f"of its step is {_ms(abs(step - inside))} {'shorter' if step >= 0 else 'longer'} (timed in "
-                     f"training{said})")
-        if abs(inside) < 0.5 * abs(step) or (inside >= 0) != (step >= 0):
+            line += (f"its Allreduce takes {_ms(-inside)} longer, so the rest of its step is {_ms(step - inside)} "
+                     f"shorter (timed in training{said})")
+        if inside < 0.5 * step:
             line += (": most of the gap is in the rest of the step (compute, the framework, ranks waiting for one "
                      "another or sharing cores), not in the Allreduce")
         out.append(line + ".")
@@ -180,27 +177,24 @@ def overall(advice) -> dict:
 
 
 def recommendation(advice, spent: dict | None = None) -> dict:
-    """What to do, from the training check (see the module's docstring): the library that trained fastest, with the
-    setting that made it so where that setting beat the library's default beyond noise (else its default, the setting
-    being noise); its speedup over every other library's default (intervals adjusted: the largest of the variants
-    checked); which libraries it beats and which it is within noise of; the steps (Job.unit) that repay the tuning's
-    time against each library it beats; ANSWERED, or INCONCLUSIVE where it beats nothing."""
+    """What to do, from the training check (see the module's docstring): the setting of any library that trained
+    fastest (the evidence is its own: its library's default may be no faster than the others'); its speedup over every
+    other library's default and over its own library's default (intervals adjusted: the largest of the variants
+    checked); which defaults it beats and which it is within noise of; the steps (Job.unit) that repay the tuning's
+    time against each library it beats; ANSWERED, or INCONCLUSIVE where it beats no default."""
     check, job = advice.check, advice.job
     means = _geomean_rates(check)
     n = len(means)
-    lib, best = max(means, key=means.get)
-    setting, within = DEFAULT, None
-    if best != DEFAULT:
-        own = sum(1 for (lb, a) in means if lb == lib and a != DEFAULT)  # the library's settings it was chosen from
-        m, lo, hi = _speedup(check, (lib, best), (lib, DEFAULT), own)
-        within = _interval(m, lo, hi)
-        if lo == lo and lo > 1:
-            setting = best
+    lib, setting = max(means, key=means.get)
+    within = None
+    if setting != DEFAULT:  # chosen as the fastest of all n: adjusted as the "fastest in training" line is
+        within = _interval(*_speedup(check, (lib, setting), (lib, DEFAULT), n - 1))
     total = (spent or {}).get("seconds") or advice.seconds.get("total", sum(advice.seconds.values()))
     over, beaten, tied, repay = {}, [], [], {}
     for other in advice.picks:
         if other == lib:
             continue
+        # the fastest setting itself carries the evidence (the same interval as the "fastest in training" line's)
         m, lo, hi = _speedup(check, (lib, setting), (other, DEFAULT), n - 1)
         over[other] = _interval(m, lo, hi)
         if lo == lo and lo > 1:
@@ -208,7 +202,8 @@ def recommendation(advice, spent: dict | None = None) -> dict:
             repay[other] = _steps_to_repay(check, other, m, total)
         else:
             tied.append(other)
-    status = ANSWERED if beaten or setting != DEFAULT else INCONCLUSIVE
+    own_beaten = within is not None and within["low"] is not None and within["low"] > 1
+    status = ANSWERED if beaten or own_beaten else INCONCLUSIVE
     return {"status": status, "library": lib, "setting": setting, "of": n, "within_library": within,
             "over_defaults": over, "beats": beaten, "within_noise_of": tied, "steps_to_repay": repay,
             "unit": job.unit, "text": _recommend_text(lib, setting, within, over, beaten, tied, repay, n, job.unit,
@@ -222,25 +217,24 @@ def _ci_text(v: dict) -> str:
 def _recommend_text(lib, setting, within, over, beaten, tied, repay, n, unit, status) -> str:
     """The recommendation in one sentence (the answer's first line)."""
     name = library(lib).display
+    what = name if setting == DEFAULT else f"{name} with {'its tuned file' if setting == TUNED else setting}"
     if status == INCONCLUSIVE:
         largest = max(over.items(), key=lambda kv: kv[1]["speedup"], default=None)
-        # `over` holds the library's own default against the others (its fastest setting did not beat it): so named
-        gain = (f" (the largest measured: {name}'s default {_ci_text(largest[1])} over "
-                f"{library(largest[0]).display}'s default, its library chosen as the fastest of {n} settings, "
-                "interval adjusted)") if largest else ""
+        gain = (f" (the largest measured: {what if setting != DEFAULT else name + ' (its default)'} "
+                f"{_ci_text(largest[1])} over {library(largest[0]).display}'s default, chosen as the fastest of {n} "
+                "settings, interval adjusted)") if largest else ""
         return (f"**Keep the library you have**: nothing measured here beats another library's default, or a "
                 f"library's own default, beyond noise{gain}.")
-    what = name if setting == DEFAULT else f"{name} with {'its tuned file' if setting == TUNED else setting}"
-    parts = []
-    if setting != DEFAULT:
-        parts.append(f"{_ci_text(within)} over its default")
+    own_beaten = within is not None and within["low"] is not None and within["low"] > 1
+    parts = [f"{_ci_text(within)} over its default"] if own_beaten else []
     for other in beaten:
         cost = f", the tuning repaid after {repay[other]} {unit}s" if repay.get(other) else ""
         parts.append(f"{_ci_text(over[other])} over {library(other).display}'s default{cost}")
     text = f"**Use {what}**: " + "; ".join(parts)
-    if tied:
-        text += ("; within noise of " + " and ".join(f"{library(o).display}'s default ({_ci_text(over[o])})"
-                                                     for o in tied) + ", which may be kept")
+    noise = ([f"{name}'s own default ({_ci_text(within)})"] if within is not None and not own_beaten else []) + [
+        f"{library(o).display}'s default ({_ci_text(over[o])})" for o in tied]
+    if noise:
+        text += "; within noise of " + " and ".join(noise) + ", which may be kept"
     return text + f" (largest of {n} settings checked, intervals adjusted)."
 
 
