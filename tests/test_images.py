@@ -131,7 +131,8 @@ def test_mpich_definition_proven_end_to_end(proven_mpich):
     assert (p.root / "opt/ardlab/envs/mpich/bin/python").exists()
     assert p.root_bytes > 1 << 30  # TensorFlow and Horovod are in it
     # %test's fabric check ran: every UCX transport and libfabric provider of the wheel loads inside the image
-    assert "MPICH: every UCX transport and libfabric provider it ships loads" in (p.root.parent / "test.log").read_text()
+    said = (p.root.parent / "test.log").read_text()
+    assert "MPICH: every UCX transport and libfabric provider it ships loads" in said
     print(p.row())
 
 
