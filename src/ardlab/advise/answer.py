@@ -206,15 +206,15 @@ def recommendation(advice, spent: dict | None = None) -> dict:
     status = ANSWERED if beaten or own_beaten else INCONCLUSIVE
     return {"status": status, "library": lib, "setting": setting, "of": n, "within_library": within,
             "over_defaults": over, "beats": beaten, "within_noise_of": tied, "steps_to_repay": repay,
-            "unit": job.unit, "text": _recommend_text(lib, setting, within, over, beaten, tied, repay, n, job.unit,
-                                                      status)}
+            "unit": job.unit, "text": _recommend_text(lib, setting, within, own_beaten, over, beaten, tied, repay, n,
+                                                      job.unit, status)}
 
 
 def _ci_text(v: dict) -> str:
     return f"{v['speedup']:.2f}x" if v["low"] is None else f"{v['speedup']:.2f}x [{v['low']:.2f}, {v['high']:.2f}]"
 
 
-def _recommend_text(lib, setting, within, over, beaten, tied, repay, n, unit, status) -> str:
+def _recommend_text(lib, setting, within, own_beaten, over, beaten, tied, repay, n, unit, status) -> str:
     """The recommendation in one sentence (the answer's first line)."""
     name = library(lib).display
     what = name if setting == DEFAULT else f"{name} with {'its tuned file' if setting == TUNED else setting}"
@@ -225,7 +225,6 @@ def _recommend_text(lib, setting, within, over, beaten, tied, repay, n, unit, st
                 "settings, interval adjusted)") if largest else ""
         return (f"**Keep the library you have**: nothing measured here beats another library's default, or a "
                 f"library's own default, beyond noise{gain}.")
-    own_beaten = within is not None and within["low"] is not None and within["low"] > 1
     parts = [f"{_ci_text(within)} over its default"] if own_beaten else []
     for other in beaten:
         cost = f", the tuning repaid after {repay[other]} {unit}s" if repay.get(other) else ""

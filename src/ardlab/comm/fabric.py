@@ -30,11 +30,12 @@ def missing(prefix: Path) -> dict[str, list[str]]:
     """Per transport plugin of the environment `prefix` (its path under lib/), the shared libraries the dynamic
     linker does not find for it: those the system must provide. Plugins that load are left out."""
     prefix = Path(prefix)
+    # the environment's lib folders, as the library's loader searches them (each plugin's own folder goes first)
+    folders = [str(prefix / "lib"), *map(str, sorted((prefix / "lib").glob("*/"))),
+               os.environ.get("LD_LIBRARY_PATH", "")]
     out: dict[str, list[str]] = {}
     for plugin in plugins(prefix):
-        # the plugin's own folder and the environment's lib folders, as the library's loader searches them
-        where = [str(plugin.parent), str(prefix / "lib"), *map(str, sorted((prefix / "lib").glob("*/")))]
-        env = {**os.environ, "LD_LIBRARY_PATH": ":".join([*where, os.environ.get("LD_LIBRARY_PATH", "")])}
+        env = {**os.environ, "LD_LIBRARY_PATH": ":".join([str(plugin.parent), *folders])}
         shown = subprocess.run(["ldd", str(plugin)], env=env, capture_output=True, text=True, timeout=60)
         if shown.returncode != 0:
             raise RuntimeError(f"ldd could not read {plugin}: {shown.stderr.strip()}")
