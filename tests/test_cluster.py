@@ -181,7 +181,9 @@ def test_mpich_outside_an_allocation_starts_with_its_own_hydra_in_one_salloc_mak
                "time.sleep(float(sys.argv[1]))")
 
     def held() -> str:
-        return subprocess.run(["squeue", "--noheader"], env=env, capture_output=True, text=True).stdout.strip()
+        """Jobs still holding nodes: one salloc gave back is COMPLETING (CG) while slurmd runs its epilog, not held."""
+        return subprocess.run(["squeue", "--noheader", "--states", "PENDING,CONFIGURING,RUNNING,SUSPENDED"], env=env,
+                              capture_output=True, text=True).stdout.strip()
 
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("SLURM_JOB_ID", raising=False)
