@@ -84,3 +84,19 @@ def test_an_open_mpi_rules_file_leaves_a_range_to_the_librarys_own_choice(tmp_pa
 
     assert ran(1 << 18, lib.tuned_env(path)) == ran(1 << 18)
     assert ran(4, lib.tuned_env(path)) == {lib.algorithms["recursive_doubling"].symbol}
+
+
+def test_phase_marks_merged_by_the_launcher_still_count():
+    """srun may forward one rank's mark right after another's text, the newline after both (CI's output, 4 ranks):
+    the phase still starts once all four marked it."""
+    from ardlab.comm.probe import PHASE, parse_switched
+
+    names = ["default", "ring", "default"]
+    fallback = ("User set collective algorithm is not usable for the provided arguments\n"
+                "Allreduce ring cannot be applied.\n")
+    stderr = "".join([f"{PHASE} 0 default switching{PHASE} 0 default switching\n\n",
+                      *[f"{PHASE} 0 default switching\n"] * 2, f"{PHASE} 0 default{PHASE} 0 default\n\n",
+                      *[f"{PHASE} 0 default\n"] * 2, *[f"{PHASE} 1 ring switching\n"] * 4, *[f"{PHASE} 1 ring\n"] * 4,
+                      fallback * 3, *[f"{PHASE} 2 default switching\n"] * 4, f"{PHASE} 2 default\n",
+                      f"{PHASE} 2 default{PHASE} 2 default\n", f"{PHASE} 2 default\n"])
+    assert parse_switched("mpich", names, 4, "", stderr) == [{}, {"fallback:ring": 3}, {}]

@@ -93,8 +93,9 @@ def mark(comm, text: str) -> None:
     any rank goes on. MPICH prints its fallback messages on stderr, gdb its hits on stdout: one rank's lines stay in
     order on each."""
     comm.Barrier()
-    print(text, flush=True)
-    print(text, file=sys.stderr, flush=True)
+    for stream in (sys.stdout, sys.stderr):  # one write each: print writes the text and its newline apart, and
+        stream.write(text + "\n")           # another rank's line could land between them (found on CI under srun)
+        stream.flush()
     comm.Barrier()
     time.sleep(0.2)
     comm.Barrier()
@@ -219,6 +220,12 @@ def parse(library_name: str, stdout: str, stderr: str, ranks: int, marked: bool 
     return evidence
 
 
+def _unmerged(text: str) -> str:
+    """`text` with each phase mark on a line of its own: a launcher that forwards several ranks' streams may put one
+    rank's line right after another's text with no newline between them."""
+    return re.sub(rf"(?<=[^\n])(?={PHASE} )", "\n", text)
+
+
 def probe_switched(library_name: str, algorithms: list[str], *, ranks: int = 2, count: int = 4096, calls: int = 3,
                    noncommutative: bool = False, timeout: float = 300, extra_env: dict[str, str] | None = None,
                    nodes: int = 1, launcher: str = "local", program: list[str] | None = None) -> list[Counter]:
@@ -235,12 +242,19 @@ def probe_switched(library_name: str, algorithms: list[str], *, ranks: int = 2, 
         argv = list(program)
     env = {**lib.switching.launch_env, "ARDLAB_PROBE_PHASES": "1", **(extra_env or {})}
     stdout, stderr = _launch(library_name, "default", ranks, nodes, launcher, argv, env, timeout)
+    return parse_switched(library_name, algorithms, ranks, stdout, stderr)
+
+
+def parse_switched(library_name: str, algorithms: list[str], ranks: int, stdout: str, stderr: str) -> list[Counter]:
+    """What a switched launch's output says the library ran in each phase (``probe_switched``'s counting: a phase
+    starts once all `ranks` marked it; a recorded output too)."""
+    lib = library(library_name)
     phases = [Counter() for _ in algorithms]
     seen: Counter = Counter()
     current, reached = -1, -1
     by_symbols = bool(symbols(library_name))
     report = _fallback_report(library_name)
-    for line in (stdout if by_symbols else stderr).splitlines():
+    for line in _unmerged(stdout if by_symbols else stderr).splitlines():
         if line.startswith(PHASE):
             fields = line.split()
             i, switching = int(fields[1]), fields[-1] == SWITCHING
