@@ -1,6 +1,8 @@
 """The study-vs-ardlab table and the speedup-against-share points (ardlab.analysis.versus_study), on training rows
 whose throughputs and splits are known."""
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -178,7 +180,7 @@ def test_regimes_put_runs_at_two_rates_on_one_figure(tmp_path):
     assert list(head.claim.drop_duplicates()) == ["tuned", "picked_best", "fastest_over_slowest_default"]
     md = (tmp_path / "study" / "tables" / "study_vs_ardlab.md").read_text()
     assert "| MPICH: the microbenchmark's pick over its default (1.2x), largest of 1 | 1 | **1.25x [" in md
-    assert "1 Gbit/s (a)" in md and "250 Mbit/s (b)" in md
+    assert "1 Gbit/s, 1ms queue (a)" in md and "250 Mbit/s, 1ms queue (b)" in md  # a run naming no queue: the 1 ms
     assert (tmp_path / "study" / "tables" / "study_groups.csv").is_file()
     short = (tmp_path / "study" / "tables" / "study_headline_short.md").read_text().splitlines()
     assert "what the intervals say" not in short[0] and short[0].startswith("| claim")
@@ -219,3 +221,27 @@ def test_the_ranking_quality_of_a_run(tmp_path):
     assert row["rank_correlation"] == pytest.approx(0.8) and row["regime"] == sc.ONE_PER_NODE
     (summary,) = vs.ranking_summary(r).to_dict("records")
     assert summary["predicted_fastest_trained_fastest"] == "0 of 1" and summary["groups"] == 1
+
+
+def test_the_study_tables_are_made_from_its_one_list_of_runs():
+    """results/study/runs.yaml is the one list of the study's runs: the committed headline holds exactly those runs in
+    its order, and its replication pairs are pairs of them, each with B's reproduce summary."""
+    from conftest import ROOT
+
+    runs, pairs = vs.study_runs(ROOT)
+    head = pd.read_csv(ROOT / "results" / "study" / "tables" / "study_vs_ardlab.csv")
+    assert list(dict.fromkeys(Path(r).name for r in head.run)) == [r.name for r in runs]
+    assert pairs and all((b / "tables" / "reproduce_summary.csv").is_file() for _, b in pairs)
+
+
+def test_a_study_list_naming_a_missing_run_or_a_stray_pair_is_refused(tmp_path):
+    (tmp_path / "results" / "study").mkdir(parents=True)
+    listed = tmp_path / "results" / "study" / "runs.yaml"
+    listed.write_text("runs: [results/runs/gone]\n")
+    with pytest.raises(FileNotFoundError, match=r"results/runs/gone"):
+        vs.study_runs(tmp_path)
+    (tmp_path / "results" / "runs" / "a").mkdir(parents=True)
+    (tmp_path / "results" / "runs" / "a" / "run.yaml").write_text("seed: 1\n")
+    listed.write_text("runs: [results/runs/a]\nreplications: [[results/runs/a, results/runs/b]]\n")
+    with pytest.raises(ValueError, match=r"not a pair of its runs"):
+        vs.study_runs(tmp_path)

@@ -285,8 +285,10 @@ def _pick(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from ardlab.analysis import report
 
-    if args.regimes:
-        paths = report.regimes_report(args.regimes, args.output or "results/study")
+    if args.regimes is not None:
+        from ardlab.analysis.versus_study import study_runs
+
+        paths = report.regimes_report(args.regimes or study_runs()[0], args.output or "results/study")
     elif args.compare:
         paths = report.compare_runs(*args.compare, args.output or Path(args.compare[0]) / "tables")
         import pandas as pd
@@ -463,9 +465,10 @@ def _report_parser(s):
     s.add_argument("--run", help="a run folder: report every CSV under its raw/ (instead of --bench/--train)")
     s.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"),
                    help="list every significant claim of run A and whether run B agrees (reproduce tables)")
-    s.add_argument("--regimes", nargs="+", metavar="RUN",
-                   help="reported runs at different link rates: their selections' speedups against the Allreduce "
-                        "share in one table and figure (into --output, default results/study)")
+    s.add_argument("--regimes", nargs="*", metavar="RUN",
+                   help="reported runs across nodes (default: the study's, results/study/runs.yaml): their claims "
+                        "per regime side by side, their selections' speedups against the Allreduce share, in tables "
+                        "and figures (into --output, default results/study)")
     s.add_argument("--output", help="with --compare: folder for reproduce*.{csv,md} (default RUN_A/tables); "
                                     "with --regimes: folder for tables/ and figures/ (default results/study)")
     s.set_defaults(func=_report)

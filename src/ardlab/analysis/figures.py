@@ -20,15 +20,16 @@ from ardlab.bench.sizes import format_size
 from ardlab.comm.libraries import DEFAULT, LIBRARIES, TUNED
 
 
-def save_png_pdf(fig, out: Path, name: str, dpi: int = 150) -> list[Path]:
-    """`fig` laid out and written as <out>/<name>.png and .pdf, then closed; the two paths."""
+def save_png_pdf(fig, out: Path, name: str, dpi: int = 150, bbox_inches: str | None = None) -> list[Path]:
+    """`fig` laid out and written as <out>/<name>.png and .pdf, then closed; the two paths. `bbox_inches` "tight":
+    the saved area grows to hold what lies outside the axes (a legend below them)."""
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.pdf"]
     for path in paths:
-        fig.savefig(path, dpi=dpi)
+        fig.savefig(path, dpi=dpi, bbox_inches=bbox_inches)
     plt.close(fig)
     return paths
 

@@ -21,10 +21,32 @@ import pandas as pd
 
 from ardlab.analysis import study_claims as sc
 from ardlab.analysis.figures import save_png_pdf
+from ardlab.cluster.links import DEFAULT_QUEUE, queue_name
 from ardlab.comm.libraries import DEFAULT
 from ardlab.results import recorded_config
 
 STUDY = {"algorithm": sc.STUDY_ALGORITHM, "library": sc.STUDY_LIBRARY}
+STUDY_RUNS = Path("results/study/runs.yaml")  # the study's runs and replication pairs: one list for every table
+
+
+def study_runs(root: str | Path = ".") -> tuple[list[Path], list[tuple[Path, Path]]]:
+    """The study's runs in their tables' order and its replication pairs (A, B), as `root`/results/study/runs.yaml
+    lists them, each under `root`; a listed run that is not there, or a pair of runs not listed, is an error."""
+    import yaml
+
+    path = Path(root) / STUDY_RUNS
+    listed = yaml.safe_load(path.read_text()) or {}
+    runs = [Path(root) / r for r in listed.get("runs") or []]
+    if not runs:
+        raise ValueError(f"{path} lists no runs")
+    missing = [str(r) for r in runs if not (r / "run.yaml").is_file()]
+    if missing:
+        raise FileNotFoundError(f"{path} lists runs that are not there (no run.yaml): {', '.join(missing)}")
+    pairs = [tuple(Path(root) / r for r in pair) for pair in listed.get("replications") or []]
+    for pair in pairs:
+        if len(pair) != 2 or any(r not in runs for r in pair):
+            raise ValueError(f"{path}: replication {[str(r) for r in pair]} is not a pair of its runs")
+    return runs, pairs
 POINT_COLUMNS = ["group", "library", "selection", "algorithm", "framework", "model", "nodes", "ranks", "time_shared",
                  "tuning_file", "allreduce_share", "speedup", "ci_low", "ci_high"]
 SELECTIONS = {"tuned": "tuned", "picked_best": "picked best"}  # claim -> the selection it measures, in the figure
@@ -82,8 +104,9 @@ def points(rounds: pd.DataFrame, t: pd.DataFrame) -> pd.DataFrame:
     return out[POINT_COLUMNS].reset_index(drop=True)
 
 
-REGIME_COLUMNS = ["run", "link_rate", *POINT_COLUMNS]
-# A rate's marker in the figure of several runs (`regimes`); rates not listed get the next of EXTRA_MARKERS.
+REGIME_COLUMNS = ["run", "link_rate", "link_queue", *POINT_COLUMNS]
+# A link's marker in the figure of several runs (`regimes`): its rate's, behind the cluster's default queue; other
+# links (another rate, or another queue) get the next of EXTRA_MARKERS.
 RATE_MARKERS = {"1gbit": "o", "250mbit": "^"}
 EXTRA_MARKERS = ("D", "v", "P", "X")
 
@@ -98,17 +121,19 @@ def reported_table(run: Path, name: str) -> pd.DataFrame:
 
 
 def regimes(runs: list[str | Path]) -> pd.DataFrame:
-    """The figure's points of several runs in one table, each with its run folder and link rate (run.yaml's
-    config): one point per group, library and selection, as each run's own `report` wrote them
+    """The figure's points of several runs in one table, each with its run folder, link rate and link queue
+    (run.yaml's config): one point per group, library and selection, as each run's own `report` wrote them
     (tables/selection_vs_share.csv)."""
     frames = []
     for run in runs:
         run = Path(run)
         pts = reported_table(run, "selection_vs_share")
-        rate = recorded_config(run).get("link_rate")
+        config = recorded_config(run)
+        rate = config.get("link_rate")
         if not rate:
             raise ValueError(f"{run / 'run.yaml'} names no link_rate: {run} is not a run across nodes")
-        frames.append(pts.assign(run=str(run), link_rate=str(rate))[REGIME_COLUMNS])
+        queue = queue_name(config.get("link_queue") or DEFAULT_QUEUE)
+        frames.append(pts.assign(run=str(run), link_rate=str(rate), link_queue=queue)[REGIME_COLUMNS])
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=REGIME_COLUMNS)
 
 
@@ -118,11 +143,16 @@ FRAMEWORK_NAMES = {"tensorflow": "TF+Horovod", "ardlab.nn": "ardlab.nn"}
 
 
 def runs_table(runs: list[str | Path], name: str) -> pd.DataFrame:
-    """A reported table of several runs in one frame, each row with its run folder and link rate."""
+    """A reported table of several runs in one frame, each row with its run folder, link rate and link queue (a run
+    that names none ran behind the cluster's default queue, ``ardlab.cluster.links.DEFAULT_QUEUE``)."""
+    from ardlab.cluster.links import DEFAULT_QUEUE
+
     frames = []
     for run in map(Path, runs):
-        rate = recorded_config(run).get("link_rate") or ""
-        frames.append(reported_table(run, name).assign(run=str(run), link_rate=str(rate)))
+        config = recorded_config(run)
+        rate = config.get("link_rate") or ""
+        queue = (config.get("link_queue") or DEFAULT_QUEUE) if rate else ""
+        frames.append(reported_table(run, name).assign(run=str(run), link_rate=str(rate), link_queue=str(queue)))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -227,18 +257,20 @@ def _said(g: pd.DataFrame) -> str:
 def headline_markdown(t: pd.DataFrame, runs: list[str | Path], claims: tuple[str, ...] = HEADLINE_CLAIMS,
                       regimes: tuple[str, ...] | None = None, said: bool = True) -> tuple[list[str], list[list[str]]]:
     """`headline`'s rows (of `claims`) as the README shows them: one row per claim, library and regime, one column
-    per run (its link rate and folder), each cell the pooled speedup with its 95% interval (bold where it excludes
-    1), a largest single group as "largest of N" with its adjusted interval; Intel MPI named with its tuning file;
-    the last column says what the intervals say against the study's value (``study_claims.agreement``; left out
-    with `said` False). `regimes`: only those, in that order (the regime first, then claim and library), default
+    per run (its link rate, link queue and folder), each cell the pooled speedup with its 95% interval (bold where it
+    excludes 1), a largest single group as "largest of N" with its adjusted interval; Intel MPI named with its tuning
+    file; the last column says what the intervals say against the study's value (``study_claims.agreement``; left
+    out with `said` False). `regimes`: only those, in that order (the regime first, then claim and library), default
     every one in the table's order."""
-    from ardlab.cluster.links import rate_text
+    from ardlab.cluster.links import queue_name, rate_text
 
-    rate = t.drop_duplicates("run").set_index("run").link_rate.to_dict()
+    link = t.drop_duplicates("run").set_index("run")[["link_rate", "link_queue"]].to_dict("index")
 
     def heading(run) -> str:
-        r = rate.get(str(Path(run)))
-        return f"{rate_text(r) if r else 'one node'} ({Path(run).name})"
+        r = link.get(str(Path(run)), {})
+        if not r.get("link_rate"):
+            return f"one node ({Path(run).name})"
+        return f"{rate_text(r['link_rate'])}, {queue_name(r['link_queue'])} queue ({Path(run).name})"
 
     columns = ["claim (the study's value), regime", "groups", *map(heading, runs)]
     columns += ["what the intervals say"] if said else []
@@ -324,8 +356,8 @@ def forest(groups_: pd.DataFrame, pooled_: pd.DataFrame, claim: str, out: Path) 
 
 def fit(pts: pd.DataFrame, resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Per library: a least-squares line of log(speedup) against the Allreduce share over its points (groups of every
-    run), at 50 shares from 0 to the largest, with a 95% band from a bootstrap over the points: how the effect
-    depends on the share."""
+    run; one regime's, the caller chooses), at 50 shares from 0 to the largest, with a 95% band from a bootstrap over
+    the points: how the effect depends on the share."""
     rows = []
     rng = np.random.default_rng(seed)
     for lib, g in pts.dropna(subset=["allreduce_share", "speedup"]).groupby("library"):
@@ -345,7 +377,8 @@ def fit(pts: pd.DataFrame, resamples: int = 2000, seed: int = 0) -> pd.DataFrame
 def figure(pts: pd.DataFrame, out: Path) -> list[Path]:
     """Training speedup of each selection over the default against the Allreduce share, one panel per library;
     with a ``link_rate`` column (``regimes``), each rate in its own marker, each selection and framework in its own
-    colour; time-shared groups hollow; the library's fit over all its points (``fit``) as a line with its band."""
+    colour; time-shared groups hollow; the library's fit over its one-rank-a-node groups (``fit``: never over both
+    regimes) as a line with its band; the legend below the panels."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -354,11 +387,15 @@ def figure(pts: pd.DataFrame, out: Path) -> list[Path]:
     if pts.empty or pts.allreduce_share.isna().all():
         return []
     libs = sorted(pts.library.unique())
-    fitted = fit(pts)
+    shared_pts = pts.get("time_shared", pd.Series(False, index=pts.index)).astype(bool)
+    fitted = fit(pts[~shared_pts])
     by_rate = "link_rate" in pts
-    keys = ["selection", "framework", *(["link_rate"] if by_rate else [])]
+    if by_rate:
+        queues = pts.get("link_queue", pd.Series(None, index=pts.index))
+        pts = pts.assign(link=[_link_label(r, q) for r, q in zip(pts.link_rate, queues)])
+    keys = ["selection", "framework", *(["link"] if by_rate else [])]
     extra = iter(EXTRA_MARKERS)
-    markers = {rate: RATE_MARKERS.get(rate) or next(extra) for rate in dict.fromkeys(pts.link_rate)} if by_rate else {}
+    markers = {link: (RATE_MARKERS.get(link) or next(extra)) for link in dict.fromkeys(pts.link)} if by_rate else {}
     kinds = sorted({(r.selection, r.framework) for r in pts.itertuples()})
     colours = {k: f"C{i}" for i, k in enumerate(kinds)}
     fig, axes = plt.subplots(1, len(libs), figsize=(4.2 * len(libs), 3.6), sharey=True, squeeze=False)
@@ -375,7 +412,7 @@ def figure(pts: pd.DataFrame, out: Path) -> list[Path]:
                             label=label + (" (time-shared: hollow)" if shared else ""), alpha=0.8)
         line = fitted[fitted.library == lib]
         if len(line):
-            ax.plot(line.allreduce_share, line.speedup, color="k", lw=1, label="fit over the groups")
+            ax.plot(line.allreduce_share, line.speedup, color="k", lw=1, label="fit over the one-rank-a-node groups")
             ax.fill_between(line.allreduce_share, line.ci_low, line.ci_high, color="k", alpha=0.1)
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.axhline(STUDY["algorithm"], color="tab:red", ls="--", lw=0.8, label="the study's 1.2x")
@@ -388,5 +425,18 @@ def figure(pts: pd.DataFrame, out: Path) -> list[Path]:
     for ax in axes[0]:
         _log_axis(ax.yaxis, *ax.get_ylim())
     axes[0][0].set_ylabel("training speedup over the default")
-    axes[0][-1].legend(fontsize=7, loc="best")
-    return save_png_pdf(fig, out, "speedup_vs_allreduce_share")
+    labels = {}
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            labels.setdefault(label, handle)
+    fig.legend(labels.values(), labels.keys(), fontsize=7, loc="upper center", ncol=3, bbox_to_anchor=(0.5, 0.0))
+    return save_png_pdf(fig, out, "speedup_vs_allreduce_share", bbox_inches="tight")
+
+
+def _link_label(rate: str, queue) -> str:
+    """A run's link as the figure's legend names it: its rate, and its queue where that is not the cluster's default
+    (a run that names none ran behind the default)."""
+    from ardlab.cluster.links import DEFAULT_QUEUE
+
+    queue = queue if isinstance(queue, str) and queue else DEFAULT_QUEUE
+    return rate if queue == DEFAULT_QUEUE else f"{rate}, {queue} queue"
