@@ -184,7 +184,7 @@ def test_regimes_put_runs_at_two_rates_on_one_figure(tmp_path):
     assert (tmp_path / "study" / "tables" / "study_groups.csv").is_file()
     short = (tmp_path / "study" / "tables" / "study_headline_short.md").read_text().splitlines()
     assert "what the intervals say" not in short[0] and short[0].startswith("| claim")
-    regimes = [next(r for r in sc.REGIMES if f", {r} |" in row) for row in short[2:]]
+    regimes = [next(r for r in sc.REGIMES if f", {vs.REGIME_WORDS.get(r, r)} |" in row) for row in short[2:]]
     assert regimes and regimes == sorted(regimes, key=sc.REGIMES.index), short  # one rank a node first, if any
     assert (tmp_path / "study" / "figures" / "forest_tuned.png").stat().st_size > 0
 

@@ -241,6 +241,9 @@ def _cell(r) -> str:
 
 
 README_CLAIMS = ("tuned", "fastest_over_slowest_default")  # the claims of study_headline.md
+# A regime as the README's rows name it: the time-shared groups are the emulation's (4 ranks on 2 cores), not a
+# cluster's, and say so where they are read.
+REGIME_WORDS = {sc.TIME_SHARED: f"{sc.TIME_SHARED} (the emulation's regime)"}
 # the README's front page (study_headline_short.md): those claims pooled within each regime, one rank a node first,
 # the runs' cells alone
 README_REGIMES = sc.REGIMES
@@ -288,7 +291,8 @@ def headline_markdown(t: pd.DataFrame, runs: list[str | Path], claims: tuple[str
         cells = {r.run: _cell(r) + (f" in `{r.group}`" if largest and isinstance(r.group, str) else "")
                  for r in g.itertuples()}
         groups = "/".join(dict.fromkeys(f"{1 if largest else int(n)}" for n in g.groups))
-        rows.append([f"{text}{study}, {regime}", groups, *[cells.get(str(Path(r)), "") for r in runs]]
+        rows.append([f"{text}{study}, {REGIME_WORDS.get(regime, regime)}", groups,
+                     *[cells.get(str(Path(r)), "") for r in runs]]
                     + ([_said(g)] if said else []))
     return columns, rows
 
