@@ -14,6 +14,8 @@ folder's or table's README says which command made it). The product (what the wo
   Dense on BLAS; ``onednn_layouts``: the convolutions' chosen weight layouts against the plain HWIO array.
 - ``link_queue``: on the emulated cluster, the Allreduce with tbf's queue at the cluster's 1 ms against deeper queues.
 - ``core_per_rank``: a core per rank against ranks sharing cores (the 2 x 2 gaps' time-sharing part).
+- ``gaps``: the 2 x 2 gaps taken apart (the bytes, what is left beyond them, the queue) from ``link_queue``'s and
+  ``core_per_rank``'s rounds, and the bound the bytes alone put on training.
 - ``image_overhead``: the same measurement from an Apptainer image and from the library's environment.
 - ``mpitune``: Intel's ``mpitune_fast`` tuning file against ``ardlab advise``'s, paired in training.
 """

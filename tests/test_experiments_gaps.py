@@ -1,4 +1,4 @@
-"""The gaps at 2 x 2 taken apart (ardlab.analysis.gaps): on simulated rounds with known parts (bytes 2x, a shallow
+"""The gaps at 2 x 2 taken apart (ardlab.experiments.gaps): on simulated rounds with known parts (bytes 2x, a shallow
 queue 3x, nothing beyond) each part is recovered and the parts multiply to the gap; the committed decomposition is
 made from the committed rows."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ardlab.analysis import gaps
+from ardlab.experiments import gaps
 
 ROOT = Path(__file__).resolve().parents[1]
 

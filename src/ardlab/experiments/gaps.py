@@ -1,6 +1,6 @@
 """Aggregation: the large gaps at 2 emulated nodes x 2 ranks taken apart (issue 43), from committed rows only.
 
-    python -m ardlab.analysis.gaps [--folder results/experiments/gaps_2x2]
+    python -m ardlab.experiments.gaps [--folder results/experiments/gaps_2x2]
 
 A gap is one algorithm's Allreduce time over another's at one size, measured by ``ardlab.experiments.link_queue`` in
 interleaved rounds with the links' tbf queue at the emulated cluster's 1 ms and at a deep 30 ms. Per round r, with
