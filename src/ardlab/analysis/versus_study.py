@@ -145,13 +145,11 @@ FRAMEWORK_NAMES = {"tensorflow": "TF+Horovod", "ardlab.nn": "ardlab.nn"}
 def runs_table(runs: list[str | Path], name: str) -> pd.DataFrame:
     """A reported table of several runs in one frame, each row with its run folder, link rate and link queue (a run
     that names none ran behind the cluster's default queue, ``ardlab.cluster.links.DEFAULT_QUEUE``)."""
-    from ardlab.cluster.links import DEFAULT_QUEUE
-
     frames = []
     for run in map(Path, runs):
         config = recorded_config(run)
         rate = config.get("link_rate") or ""
-        queue = (config.get("link_queue") or DEFAULT_QUEUE) if rate else ""
+        queue = queue_name(config.get("link_queue") or DEFAULT_QUEUE) if rate else ""
         frames.append(reported_table(run, name).assign(run=str(run), link_rate=str(rate), link_queue=str(queue)))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -265,7 +263,7 @@ def headline_markdown(t: pd.DataFrame, runs: list[str | Path], claims: tuple[str
     file; the last column says what the intervals say against the study's value (``study_claims.agreement``; left
     out with `said` False). `regimes`: only those, in that order (the regime first, then claim and library), default
     every one in the table's order."""
-    from ardlab.cluster.links import queue_name, rate_text
+    from ardlab.cluster.links import rate_text
 
     link = t.drop_duplicates("run").set_index("run")[["link_rate", "link_queue"]].to_dict("index")
 
@@ -273,7 +271,7 @@ def headline_markdown(t: pd.DataFrame, runs: list[str | Path], claims: tuple[str
         r = link.get(str(Path(run)), {})
         if not r.get("link_rate"):
             return f"one node ({Path(run).name})"
-        return f"{rate_text(r['link_rate'])}, {queue_name(r['link_queue'])} queue ({Path(run).name})"
+        return f"{rate_text(r['link_rate'])}, {r['link_queue']} queue ({Path(run).name})"
 
     columns = ["claim (the study's value), regime", "groups", *map(heading, runs)]
     columns += ["what the intervals say"] if said else []
@@ -440,7 +438,5 @@ def figure(pts: pd.DataFrame, out: Path) -> list[Path]:
 def _link_label(rate: str, queue) -> str:
     """A run's link as the figure's legend names it: its rate, and its queue where that is not the cluster's default
     (a run that names none ran behind the default)."""
-    from ardlab.cluster.links import DEFAULT_QUEUE
-
     queue = queue if isinstance(queue, str) and queue else DEFAULT_QUEUE
     return rate if queue == DEFAULT_QUEUE else f"{rate}, {queue} queue"
