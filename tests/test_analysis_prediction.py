@@ -73,25 +73,3 @@ def test_committed_study_tables_are_the_modules():
     for column in ("median_added_over_predicted", "median_rank_correlation_added", "median_rank_correlation_step",
                    "median_predicted_range_s", "median_rest_range_s"):
         assert made[column].to_numpy() == pytest.approx(committed[column].to_numpy(), rel=1e-4), column
-
-
-def test_the_studys_words_are_the_committed_summary():
-    """docs/study.md's numbers on why the top of the ranking does not carry are the committed summary's."""
-    s = pd.read_csv(ROOT / "results" / "study" / "tables" / "allreduce_predicted_vs_training_summary.csv")
-    text = " ".join((ROOT / "docs" / "study.md").read_text().split())
-    one = s[s.regime == "1 rank a node"]
-    shared = s[s.regime != "1 rank a node"]
-    fast = one[one.link_rate == "1gbit"]
-
-    def span(x, fmt="{:.2f}", scale=1.0):  # one value where the ends agree
-        low, high = fmt.format(x.min() * scale), fmt.format(x.max() * scale)
-        return low if low == high else f"{low}-{high}"
-
-    assert f"is {span(one.median_added_over_predicted)}x the predicted" in text
-    assert f"Spearman {span(one.median_rank_correlation_added)}" in text
-    assert f"time-share cores, {span(shared.median_added_over_predicted)}x" in text
-    assert f"differs by a median {span(fast.median_predicted_range_s, '{:.0f}', 1e3)} ms at 1 Gbit/s" in text
-    assert f"differs by {span(fast.median_rest_range_s, '{:.0f}', 1e3)} ms" in text
-    slow = one[one.link_rate == "250mbit"]
-    assert (f"at 250 Mbit/s: {span(slow.median_predicted_range_s, '{:.0f}', 1e3)} ms against "
-            f"{span(slow.median_rest_range_s, '{:.0f}', 1e3)} ms") in text

@@ -128,12 +128,10 @@ def regimes(runs: list[str | Path]) -> pd.DataFrame:
     for run in runs:
         run = Path(run)
         pts = reported_table(run, "selection_vs_share")
-        config = recorded_config(run)
-        rate = config.get("link_rate")
+        rate, queue = run_link(run)
         if not rate:
             raise ValueError(f"{run / 'run.yaml'} names no link_rate: {run} is not a run across nodes")
-        queue = queue_name(config.get("link_queue") or DEFAULT_QUEUE)
-        frames.append(pts.assign(run=str(run), link_rate=str(rate), link_queue=queue)[REGIME_COLUMNS])
+        frames.append(pts.assign(run=str(run), link_rate=rate, link_queue=queue)[REGIME_COLUMNS])
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=REGIME_COLUMNS)
 
 
@@ -142,15 +140,21 @@ HEADLINE_CLAIMS = ("tuned", "picked_best", "fastest_over_slowest_default")  # th
 FRAMEWORK_NAMES = {"tensorflow": "TF+Horovod", "ardlab.nn": "ardlab.nn"}
 
 
+def run_link(run: str | Path) -> tuple[str, str]:
+    """A run's link as its run.yaml records it: (rate, queue by name); a run that names no queue ran behind the
+    cluster's default (``ardlab.cluster.links.DEFAULT_QUEUE``); ("", "") for a run on one node."""
+    config = recorded_config(Path(run))
+    rate = str(config.get("link_rate") or "")
+    return rate, queue_name(config.get("link_queue") or DEFAULT_QUEUE) if rate else ""
+
+
 def runs_table(runs: list[str | Path], name: str) -> pd.DataFrame:
-    """A reported table of several runs in one frame, each row with its run folder, link rate and link queue (a run
-    that names none ran behind the cluster's default queue, ``ardlab.cluster.links.DEFAULT_QUEUE``)."""
+    """A reported table of several runs in one frame, each row with its run folder, link rate and link queue
+    (``run_link``)."""
     frames = []
     for run in map(Path, runs):
-        config = recorded_config(run)
-        rate = config.get("link_rate") or ""
-        queue = queue_name(config.get("link_queue") or DEFAULT_QUEUE) if rate else ""
-        frames.append(reported_table(run, name).assign(run=str(run), link_rate=str(rate), link_queue=str(queue)))
+        rate, queue = run_link(run)
+        frames.append(reported_table(run, name).assign(run=str(run), link_rate=rate, link_queue=queue))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -389,8 +393,8 @@ def figure(pts: pd.DataFrame, out: Path) -> list[Path]:
     if pts.empty or pts.allreduce_share.isna().all():
         return []
     libs = sorted(pts.library.unique())
-    shared_pts = pts.get("time_shared", pd.Series(False, index=pts.index)).astype(bool)
-    fitted = fit(pts[~shared_pts])
+    pts = pts.assign(shared=pts.get("time_shared", pd.Series(False, index=pts.index)).astype(bool))
+    fitted = fit(pts[~pts.shared])
     by_rate = "link_rate" in pts
     if by_rate:
         queues = pts.get("link_queue", pd.Series(None, index=pts.index))
@@ -408,7 +412,7 @@ def figure(pts: pd.DataFrame, out: Path) -> list[Path]:
             hi = (g.ci_high - g.speedup).clip(lower=0).fillna(0)
             fmt = markers[rate] if rate else "o" if sel == "tuned" else "s"
             label = f"{sel}, {fw}" + (f", {rate}" if rate else "")
-            for shared, part in g.groupby(g.get("time_shared", pd.Series(False, index=g.index)).astype(bool)):
+            for shared, part in g.groupby("shared"):
                 ax.errorbar(part.allreduce_share, part.speedup, yerr=[lo[part.index], hi[part.index]], fmt=fmt,
                             color=colours[(sel, fw)], mfc="none" if shared else colours[(sel, fw)], capsize=3,
                             label=label + (" (time-shared: hollow)" if shared else ""), alpha=0.8)
