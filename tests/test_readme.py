@@ -10,7 +10,9 @@ README = (ROOT / "README.md").read_text()
 
 
 def test_the_headline_table_is_the_committed_file():
+    """A marked copy (tests/test_copies.py checks every copy against its file)."""
     table = (ROOT / "results" / "study" / "tables" / "study_headline_short.md").read_text().strip()
+    assert "<!-- copy: results/study/tables/study_headline_short.md -->" in README
     assert table in README
 
 

@@ -283,12 +283,17 @@ def _pick(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ardlab.analysis import report
+    from ardlab.analysis import copies, report
 
-    if args.regimes is not None:
+    if args.copies:
+        paths = copies.refresh(copies.pages(Path.cwd()), Path.cwd())
+    elif args.regimes is not None:
         from ardlab.analysis.versus_study import study_runs
 
         paths = report.regimes_report(args.regimes or study_runs()[0], args.output or "results/study")
+        here = Path.cwd().resolve()
+        written = {str(p.resolve().relative_to(here)) for p in map(Path, paths) if p.resolve().is_relative_to(here)}
+        paths += copies.refresh(copies.pages(here), here, written)
     elif args.compare:
         paths = report.compare_runs(*args.compare, args.output or Path(args.compare[0]) / "tables")
         import pandas as pd
@@ -469,6 +474,9 @@ def _report_parser(s):
                    help="reported runs across nodes (default: the study's, results/study/runs.yaml): their claims "
                         "per regime side by side, their selections' speedups against the Allreduce share, in tables "
                         "and figures (into --output, default results/study)")
+    s.add_argument("--copies", action="store_true",
+                   help="rewrite the tables that README.md and docs/*.md copy (each marked `<!-- copy: PATH -->`) "
+                        "from their files; --regimes does this for the tables it writes")
     s.add_argument("--output", help="with --compare: folder for reproduce*.{csv,md} (default RUN_A/tables); "
                                     "with --regimes: folder for tables/ and figures/ (default results/study)")
     s.set_defaults(func=_report)
