@@ -1,8 +1,11 @@
 """Every repository path a page names exists (issue 55: stale pointers): the paths in backticks of README.md, docs/
 and results/README.md that start at the repository's root (src/, docs/, tests/, results/, workflow/, containers/,
-examples/, .ci/), and in results/README.md those under results/ (runs/, study/, advise/, experiments/)."""
+examples/, .ci/), and in results/README.md those under results/ (runs/, study/, advise/, experiments/); and every
+section a page, docstring or config names by its title (`docs/usage.md, "Algorithm table"`, or `"The cluster study"
+([docs/cluster.md](...))`) is a heading or a bold paragraph title of that page."""
 
 import re
+from pathlib import Path
 
 from conftest import ROOT
 
@@ -36,4 +39,48 @@ def test_the_investigations_list_names_every_one():
 
     modules = {p.stem for p in (ROOT / "src/ardlab/experiments").glob("*.py") if p.stem != "__init__"}
     missing = [m for m in sorted(modules) if f"``{m}``" not in experiments.__doc__]
+    assert not missing, missing
+
+
+# A section named by its page: `docs/x.md, "Title"` (also README), or `"Title" ([docs/x.md](...))`.
+PAGE_THEN_TITLE = re.compile(r'\b((?:docs/[\w-]+\.md)|README(?:\.md)?),?\s+"([^"]+)"')
+TITLE_THEN_PAGE = re.compile(r'"([^"]+)"\s+\(\[[^]]*\]\(((?:\.\./)?(?:docs/)?[\w-]+\.md)\)')
+
+
+def _titles(page: Path) -> list[str]:
+    """A page's headings and bold paragraph titles, as written."""
+    text = page.read_text()
+    return ([line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#")]
+            + re.findall(r"^\*\*([^*]+)\*\*", text, flags=re.M))
+
+
+def _sources() -> list[Path]:
+    return [ROOT / "README.md", ROOT / "results" / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+            *sorted((ROOT / "src").rglob("*.py")), *sorted((ROOT / "workflow" / "config").rglob("*.yaml"))]
+
+
+def _named_sections():
+    for source in _sources():
+        text = " ".join(source.read_text().replace("#", " ").split()) if source.suffix != ".md" else \
+            " ".join(source.read_text().split())
+        for m in PAGE_THEN_TITLE.finditer(text):
+            page = "README.md" if m.group(1).startswith("README") else m.group(1)
+            yield source, page, m.group(2)
+        for m in TITLE_THEN_PAGE.finditer(text):
+            target = m.group(2)
+            page = target if target.startswith("docs/") else (
+                target[3:] if target.startswith("../") else
+                (f"docs/{target}" if source.parent.name == "docs" else target))
+            yield source, page, m.group(1)
+
+
+def test_every_section_a_page_names_exists():
+    named = list(_named_sections())
+    assert any(page == "docs/usage.md" and title == "Algorithm table" for _, page, title in named)  # the test reads
+    missing = []
+    for source, page, title in named:
+        if not (ROOT / page).is_file():
+            missing.append((source.relative_to(ROOT).as_posix(), page, title, "no such page"))
+        elif not any(t.startswith(title) for t in _titles(ROOT / page)):
+            missing.append((source.relative_to(ROOT).as_posix(), page, title))
     assert not missing, missing

@@ -3,9 +3,9 @@
 A shared-memory Allreduce whose ranks spin on shared flags is bound at small sizes by how long a cache line takes to
 move between the ranks' CPUs. On a virtual machine that time is the hypervisor's: here it switches between about 100
 and about 450-500 ns per round trip in windows of many seconds, while the guest sees the same CPUs 0 and 1, and
-MPICH's default Allreduce runs about 3x slower in the slow windows, under IMB as under ardlab (docs/usage.md,
-"Timing against IMB-MPI1"). `ardlab.experiments.vs_imb` measures it before and after every launch, so that each launch
-carries the window it ran in.
+MPICH's default Allreduce runs about 3x slower in the slow windows, under IMB as under ardlab (docs/timing.md).
+`ardlab.experiments.vs_imb` measures it before and after every launch, so that each launch carries the window it
+ran in.
 
     python -m ardlab.experiments.corelatency build                  # (re)build it (containers/install-env, tools env)
     python -m ardlab.experiments.corelatency measure [--cpus 0,1] [--repeat 20] [--interval 1]
