@@ -40,6 +40,38 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+# The suite's own weight (issue 55.5): the pytest process's resident memory before and after each test, so that the
+# tests that leave it larger are named at the end, with the process's peak (children apart).
+_GROWTH: dict[str, int] = {}
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _resident_bytes() -> int:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * _PAGE
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    before = _resident_bytes()
+    try:
+        return (yield)
+    finally:
+        _GROWTH[item.nodeid] = _resident_bytes() - before
+
+
+def pytest_terminal_summary(terminalreporter):
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
+    terminalreporter.write_sep("=", "memory of the pytest process")
+    terminalreporter.write_line(f"peak resident {peak:.2f} GiB (largest child process {children:.2f} GiB); "
+                                f"now {_resident_bytes() / 2**30:.2f} GiB")
+    for nodeid, grew in sorted(_GROWTH.items(), key=lambda kv: -kv[1])[:10]:
+        if grew >= 50 * 2**20:
+            terminalreporter.write_line(f"  +{grew / 2**20:7.0f} MiB  {nodeid}")
+
+
 def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", default=False, help="also run tests marked slow")
 
