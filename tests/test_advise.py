@@ -947,3 +947,11 @@ def test_the_complete_checks_launches_follow_what_each_library_can_switch():
     assert run.check_launches(job, ["mpich", "openmpi", "intelmpi"]) == pytest.approx(7 / 3)
     own = run.Job("tensorflow", None, 2, command=[str(ROOT / "examples" / "horovod_synthetic.py")], steps=20)
     assert run.check_launches(own, ["mpich"]) == 3
+
+
+def test_milliseconds_are_written_without_an_exponent():
+    """A 2 x 2 answer wrote "1.62e+03 ms" for Intel MPI's step (results/advise/alexnet-tensorflow-2x2-1gbit-45m)."""
+    from ardlab.advise.answer import _ms
+
+    assert [_ms(s) for s in (1.6243, 0.56941, 0.9996, -1.0527, 0.0032, float("nan"))] == [
+        "1624 ms", "569 ms", "1000 ms", "-1053 ms", "3.2 ms", "-"]

@@ -116,8 +116,12 @@ def step_parts(advice) -> list[dict]:
 
 
 def _ms(seconds: float) -> str:
-    """Seconds as milliseconds, 3 significant digits ("-" where unknown)."""
-    return "-" if seconds != seconds else f"{seconds * 1e3:.3g} ms"
+    """Seconds as milliseconds, 3 significant digits below a second and whole milliseconds from there (never an
+    exponent: 1620 ms, not 1.62e+03 ms); "-" where unknown."""
+    if seconds != seconds:
+        return "-"
+    ms = seconds * 1e3
+    return f"{ms:.0f} ms" if abs(ms) >= 999.5 else f"{ms:.3g} ms"
 
 
 def step_gaps(advice) -> list[str]:
