@@ -66,3 +66,9 @@ def test_the_cli_refreshes_the_pages_of_the_folder_it_runs_in(tmp_path):
     run = ardlab("report", "--copies", cwd=tmp_path)
     assert run.stdout.split() == [str(page)]
     assert TABLE in page.read_text()
+
+
+def test_a_marker_quoted_as_code_is_not_a_marker(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text("A copy is marked `<!-- copy: t/x.md -->`, the first table after it its copy.\n\nText.\n")
+    assert copies.copies(page) == []

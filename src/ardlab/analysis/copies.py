@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-MARK = re.compile(r"<!-- copy: (?P<path>\S+) -->")
+MARK = re.compile(r"(?<!`)<!-- copy: (?P<path>\S+) -->(?!`)")  # not one quoted in code (`...`)
 
 
 class CopyError(ValueError):
