@@ -46,7 +46,8 @@ def test_refresh_only_the_named_sources(tmp_path):
 
 
 @pytest.mark.parametrize("text, words", [
-    ("Intro: <!-- copy: t/x.md -->\nA line, then\n| a |\n", "line 1: the copy marker of t/x.md is not followed by a table"),
+    ("Intro: <!-- copy: t/x.md -->\nA line, then\n| a |\n",
+     "line 1: the copy marker of t/x.md is not followed by a table"),
     ("Intro: <!-- copy: t/missing.md -->\n\n| a |\n", "names t/missing.md, which is not a file"),
     ("Intro: <!-- copy: t/plain.md -->\n\n| a |\n", "names t/plain.md, which holds no markdown table"),
 ])

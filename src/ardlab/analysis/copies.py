@@ -1,7 +1,7 @@
 """The pages' copies of committed tables. A page (README.md, docs/*.md) that shows a table made by a command marks it
 with an HTML comment, invisible when rendered, at the end of the line before it::
 
-    ... the study's claims (`results/study/tables/study_headline_short.md`): <!-- copy: results/study/tables/study_headline_short.md -->
+    ... the study's claims: <!-- copy: results/study/tables/study_headline_short.md -->
 
     | claim ... |
     |---|...
