@@ -102,10 +102,10 @@ def mpirun(library: str, ranks: int, argv, *, algorithm: str = "default", timeou
     return proc
 
 
-def ardlab(*args, timeout: float = 600, check: bool = True, cwd=None) -> subprocess.CompletedProcess:
-    """Run the `ardlab` CLI of the test environment as a user would."""
+def ardlab(*args, timeout: float = 600, check: bool = True, cwd=None, env=None) -> subprocess.CompletedProcess:
+    """Run the `ardlab` CLI of the test environment as a user would (`env`: its whole environment, if given)."""
     proc = subprocess.run([sys.executable, "-m", "ardlab.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd)
+                          timeout=timeout, cwd=cwd, env=env)
     if check and proc.returncode != 0:
         pytest.fail(f"ardlab {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
     return proc

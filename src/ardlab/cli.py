@@ -609,6 +609,41 @@ def _advise_confirm(args: argparse.Namespace) -> int:
     return 0
 
 
+def _libraries(args: argparse.Namespace) -> int:
+    from ardlab.comm import sites
+    from ardlab.comm.libraries import BUILT_IN
+
+    families = {name: lib.display for name, lib in BUILT_IN.items()}
+    if args.action == "add":
+        missing = [f"--{k}" for k in ("family", "mpicc", "mpiexec") if not getattr(args, k)]
+        if not args.name or missing:
+            raise ValueError(f"ardlab libraries add NAME needs {', '.join(missing or ['NAME'])}")
+        path = Path(args.file) if args.file else sites.registry_files()[0]
+        display = args.display or f"{families.get(args.family, args.family)} ({args.name})"
+        site = sites.Site(args.name, args.family, os.path.abspath(args.mpicc), os.path.abspath(args.mpiexec),
+                          display, str(path))
+        print(f"registered {args.name} in {sites.add(site, path, families)}; set up its environment with: "
+              f"containers/setup-envs")
+        return 0
+    for lib in LIBRARIES.values():
+        where = f"site, {lib.site.source}: mpicc {lib.site.mpicc}, mpiexec {lib.site.mpiexec}" if lib.site else "built in"
+        print(f"{lib.name:20s} {lib.display} (family {lib.family}; {where})")
+    return 0
+
+
+def _libraries_parser(s):
+    s.add_argument("action", choices=["list", "add"], help="list the libraries, or register a site's MPI")
+    s.add_argument("name", nargs="?", help="add: the name every command will know it by (e.g. openmpi-site)")
+    s.add_argument("--family", help="add: whose knobs, tuned files and proofs it shares: " + ", ".join(
+        n for n in LIBRARIES if LIBRARIES[n].site is None))
+    s.add_argument("--mpicc", help="add: its C compiler wrapper (mpi4py and Horovod are built with it)")
+    s.add_argument("--mpiexec", help="add: its launcher")
+    s.add_argument("--display", help="add: how tables name it (default: the family's name and NAME)")
+    s.add_argument("--file", help="add: the registry file to write (default: the checkout's site-libraries.toml, "
+                                  "or $ARDLAB_SITE_LIBRARIES)")
+    s.set_defaults(func=_libraries)
+
+
 def _rank_parser(s):
     s.add_argument("--plan", required=True, help="the run plan file the driver wrote")
     s.set_defaults(func=_rank)
@@ -616,6 +651,8 @@ def _rank_parser(s):
 
 COMMANDS = [
     ("info", "the library/algorithm table and which environments are installed", _info_parser),
+    ("libraries", "the MPI libraries ardlab knows: the three built in and a site's registered ones (add one)",
+     _libraries_parser),
     ("probe", "show which internal Allreduce algorithm a forced setting really runs", _probe_parser),
     ("bench", "microbenchmarks", _bench_parser),
     ("train", "train a CNN with ardlab.nn, data parallel over MPI", _train_parser),

@@ -45,17 +45,25 @@ def compile_against(source: Path, name: str, prefix: str | Path | None, what: st
     lib/libmpi): gcc with those paths for every library alike, since the Intel MPI wheel's mpicc wrapper is broken
     (it holds a literal I_MPI_SUBSTITUTE_INSTALLDIR). Written under a temporary name and renamed, so a failed build
     leaves nothing. With `mpi` false, a plain shared library (pthreads) for any environment."""
+    from ardlab.comm.libraries import SITE_MARKER
+
     prefix = Path(prefix or sys.prefix).resolve()
-    compiler = shutil.which("gcc") or shutil.which("cc")
-    if compiler is None:
-        raise RuntimeError(f"no C compiler (gcc) to build {what}; install it (Debian: apt-get install gcc)")
-    if mpi and not (prefix / "include" / "mpi.h").is_file():
-        raise FileNotFoundError(f"no mpi.h under {prefix / 'include'}: not an environment with an MPI library")
     out = prefix / "lib" / name
     tmp = out.with_name(out.name + ".tmp")
-    links = [f"-L{prefix / 'lib'}", "-lmpi", f"-Wl,-rpath,{prefix / 'lib'}"] if mpi else ["-lpthread"]
-    cmd = [compiler, "-O2", "-std=c11", "-Wall", "-Werror", "-shared", "-fPIC", f"-I{prefix / 'include'}",
-           str(source), *links, "-o", str(tmp)]
+    if mpi and (prefix / SITE_MARKER).is_file():
+        # A site's MPI (ardlab.comm.sites): its own wrapper knows its include and library paths.
+        cmd = [str(prefix / "bin" / "mpicc"), "-O2", "-std=c11", "-Wall", "-Werror", "-shared", "-fPIC", str(source),
+               "-o", str(tmp)]
+    else:
+        compiler = shutil.which("gcc") or shutil.which("cc")
+        if compiler is None:
+            raise RuntimeError(f"no C compiler (gcc) to build {what}; install it (Debian: apt-get install gcc)")
+        if mpi and not (prefix / "include" / "mpi.h").is_file():
+            raise FileNotFoundError(f"no mpi.h under {prefix / 'include'}: not an environment with an MPI library")
+        links = [f"-L{prefix / 'lib'}", "-lmpi", f"-Wl,-rpath,{prefix / 'lib'}"] if mpi else ["-lpthread"]
+        cmd = [compiler, "-O2", "-std=c11", "-Wall", "-Werror", "-shared", "-fPIC", f"-I{prefix / 'include'}",
+               str(source), *links, "-o", str(tmp)]
+    out.parent.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         tmp.unlink(missing_ok=True)

@@ -7,8 +7,8 @@ from ardlab.comm.libraries import LIBRARIES, algorithms, library
 
 
 def main(argv: list[str]) -> int:
-    usage = ("usage: python -m ardlab.comm (names | pip LIBRARY | algorithms LIBRARY | tuned-env LIBRARY FILE | "
-             "fabric LIBRARY)")
+    usage = ("usage: python -m ardlab.comm (names | pip LIBRARY | site LIBRARY | algorithms LIBRARY | "
+             "tuned-env LIBRARY FILE | fabric LIBRARY)")
     if not argv:
         print(usage, file=sys.stderr)
         return 2
@@ -17,6 +17,13 @@ def main(argv: list[str]) -> int:
             print("\n".join(LIBRARIES))
         elif argv[0] == "pip" and len(argv) == 2:
             print("\n".join(library(argv[1]).pip_packages))
+        elif argv[0] == "site" and len(argv) == 2:  # a site library's wrapper and launcher, checked (install-env)
+            from ardlab.comm.sites import check_installation
+
+            site = library(argv[1]).site
+            if site is not None:  # nothing for a built-in library
+                check_installation(site)
+                print(f"{site.mpicc}\n{site.mpiexec}")
         elif argv[0] == "algorithms" and len(argv) == 2:
             print("\n".join(algorithms(argv[1])))
         elif argv[0] == "tuned-env" and len(argv) == 3:  # for `eval` in job scripts

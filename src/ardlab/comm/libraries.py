@@ -16,13 +16,16 @@ type (docs/usage.md, "Algorithm table").
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
 from ardlab.comm.ranks import pof2_floor
+from ardlab.comm.sites import Site, load
 
 SEGMENT_BYTES = 65536  # the segment of Open MPI's segmented ring as the table forces it (ardlab.comm.families)
 
@@ -218,6 +221,14 @@ class Library:
     # is. launch.execute starts such a launch again, saying so. Empty: none known.
     init_crash: str = ""
     init_crash_why: str = ""
+    # The family whose knobs, tuned-file format and proofs it shares: its own name for the three built in; a site's
+    # installation registered by family (ardlab.comm.sites) is the family's entry under its own name, with `site` set.
+    family: str = ""
+    site: Site | None = None
+
+    def __post_init__(self):
+        if not self.family:
+            object.__setattr__(self, "family", self.name)
 
     def selection_value(self, algorithm: str) -> str:
         """How this library's tuned selection files name `algorithm` (the value that forces it; for DEFAULT, the value
@@ -531,7 +542,21 @@ INTELMPI = Library(
           "Allreduce algorithm functions; I_MPI_DEBUG only echoes the setting.",
 )
 
-LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (MPICH, OPENMPI, INTELMPI)}
+BUILT_IN: dict[str, Library] = {lib.name: lib for lib in (MPICH, OPENMPI, INTELMPI)}
+
+
+def site_library(site: Site) -> Library:
+    """A site's registered installation as a table entry: its family's, under its own name and display."""
+    return dataclasses.replace(BUILT_IN[site.family], name=site.name, display=site.display, pip_packages=(),
+                               family=site.family, site=site)
+
+
+# The built-in libraries, then the site's registered ones (ardlab.comm.sites; a bad registration stops here, named).
+LIBRARIES: dict[str, Library] = {**BUILT_IN, **{name: site_library(site) for name, site in
+                                                load({n: lib.display for n, lib in BUILT_IN.items()}).items()}}
+# The file an environment built for a site library holds its name in (containers/install-env writes it): what a rank
+# of that environment reports itself as (``detect``), since its version string names only the family.
+SITE_MARKER = "ardlab-site-library"
 
 # Our own algorithms (ardlab.comm.own.<module>.allreduce); they run on every library.
 OWN_PREFIX = "own_"
@@ -645,11 +670,26 @@ def forced_algorithm(library_name: str, environ: Mapping[str, str]) -> str:
     return DEFAULT
 
 
-def detect(version_string: str) -> tuple[Library, str]:
-    """(library, version) from MPI.Get_library_version(); ValueError if none matches."""
-    for lib in LIBRARIES.values():
-        m = re.search(lib.version_regex, version_string)
-        if m:
-            return lib, m.group("version")
+def detect(version_string: str, prefix: str | os.PathLike | None = None) -> tuple[Library, str]:
+    """(library, version) from MPI.Get_library_version(): the family its version string names, or, in an environment
+    built for a site library (`prefix`, default this Python's: its SITE_MARKER file), that library, whose family must
+    be the one the string names. ValueError if none matches, naming the string."""
     first = version_string.strip().splitlines()[0] if version_string.strip() else "<empty>"
-    raise ValueError(f"MPI library not in ardlab's table: {first!r}; known: {', '.join(LIBRARIES)}")
+    for family in BUILT_IN.values():
+        m = re.search(family.version_regex, version_string)
+        if m:
+            break
+    else:
+        raise ValueError(f"MPI library not in ardlab's table: {first!r}; known: {', '.join(BUILT_IN)}")
+    marker = Path(sys.prefix if prefix is None else prefix) / SITE_MARKER
+    if not marker.is_file():
+        return family, m.group("version")
+    name = marker.read_text().strip()
+    if name not in LIBRARIES:
+        raise ValueError(f"the environment at {marker.parent} was built for site library {name!r}, which is not "
+                         "registered (site-libraries.toml; ardlab.comm.sites)")
+    lib = LIBRARIES[name]
+    if lib.family != family.name:
+        raise ValueError(f"site library {name!r} is registered as family {lib.family!r} ({lib.site.source}), but "
+                         f"its MPI says it is {family.display}: {first!r}")
+    return lib, m.group("version")

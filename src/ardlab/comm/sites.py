@@ -1,0 +1,149 @@
+"""A site's own MPI installations, registered as libraries beside the three wheels (issue 54.1).
+
+A cluster's MPI is rarely a PyPI wheel: an Open MPI built with UCX against the site's Slurm and PMIx, a vendor MPICH,
+a module. A user registers it once, by family (whose forcing knobs, tuned-file format and proofs it shares: mpich,
+openmpi or intelmpi) and its compiler wrapper and launcher; every command then takes its name like the wheels'. The
+registrations are TOML tables, read (standard library only, like the table itself) from, in order:
+
+- the file named by ``$ARDLAB_SITE_LIBRARIES``, if set (and then only that file);
+- ``site-libraries.toml`` at the checkout's root (git-ignored: what `ardlab libraries add` writes);
+- ``~/.config/ardlab/site-libraries.toml`` (``$XDG_CONFIG_HOME``).
+
+One table a library, its name the table's::
+
+    [openmpi-debian]
+    family = "openmpi"                       # mpich | openmpi | intelmpi
+    mpicc = "/usr/bin/mpicc.openmpi"         # the wrapper mpi4py (and Horovod) are built with
+    mpiexec = "/usr/bin/mpiexec.openmpi"     # the launcher its ranks are started with
+    display = "Open MPI 4.1 (Debian)"        # optional: how tables name it
+
+`containers/install-env NAME PREFIX` builds its environment (mpi4py from source with that mpicc, the launcher linked
+in as the environment's bin/mpiexec) and refuses it when the library's own version string is not of its family. What
+the family's knobs really do in a site's build is for the proofs to show (`ardlab probe`), not assumed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+FILE_NAME = "site-libraries.toml"
+NAME = re.compile(r"[a-z][a-z0-9_-]*")
+KEYS = {"family": True, "mpicc": True, "mpiexec": True, "display": False}  # key -> required
+
+
+class SiteError(ValueError):
+    """A registration that cannot be used: its file, its library and the bad value named."""
+
+
+@dataclass(frozen=True)
+class Site:
+    """One registered installation: the family whose table entry it shares, its compiler wrapper and launcher, how
+    tables name it, and the file it was registered in."""
+
+    name: str
+    family: str
+    mpicc: str
+    mpiexec: str
+    display: str
+    source: str
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parents[3]
+
+
+def registry_files() -> list[Path]:
+    """The files registrations are read from, in order (those that need not exist included)."""
+    named = os.environ.get("ARDLAB_SITE_LIBRARIES")
+    if named:
+        return [Path(named)]
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return [repo_root() / FILE_NAME, config / "ardlab" / FILE_NAME]
+
+
+def parse(text: str, source: str, families: dict[str, str]) -> list[Site]:
+    """The registrations of one file's text; `families` maps each family's name to its display name. SiteError names
+    the file, the library and the value for anything that is not a valid registration."""
+    try:
+        tables = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SiteError(f"{source}: not valid TOML ({e})") from None
+    out = []
+    for name, fields in tables.items():
+        where = f"{source}: site library {name!r}"
+        if not isinstance(fields, dict):
+            raise SiteError(f"{where}: expected a table ([{name}] with family, mpicc, mpiexec), got {fields!r}")
+        if not NAME.fullmatch(name):
+            raise SiteError(f"{where}: a name is lower-case letters, digits, '-' and '_', starting with a letter")
+        if name in families:
+            raise SiteError(f"{where}: the name of a built-in library; name the site's installation otherwise "
+                            f"(e.g. {name}-site)")
+        unknown = sorted(set(fields) - set(KEYS))
+        if unknown:
+            raise SiteError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(KEYS)}")
+        missing = [k for k, required in KEYS.items() if required and k not in fields]
+        if missing:
+            raise SiteError(f"{where}: missing {', '.join(missing)}")
+        bad = [k for k, v in fields.items() if not isinstance(v, str) or not v.strip()]
+        if bad:
+            raise SiteError(f"{where}: {', '.join(bad)} must be a non-empty string")
+        if fields["family"] not in families:
+            raise SiteError(f"{where}: family {fields['family']!r} is not one of {', '.join(families)}")
+        for key in ("mpicc", "mpiexec"):
+            if not os.path.isabs(fields[key]):
+                raise SiteError(f"{where}: {key} {fields[key]!r} is not an absolute path")
+        display = fields.get("display") or f"{families[fields['family']]} ({name})"
+        out.append(Site(name, fields["family"], fields["mpicc"], fields["mpiexec"], display, source))
+    return out
+
+
+def load(families: dict[str, str], files: list[Path] | None = None) -> dict[str, Site]:
+    """Every registration of the registry files (``registry_files()`` unless given); a name registered twice is
+    refused, naming both files."""
+    sites: dict[str, Site] = {}
+    for path in registry_files() if files is None else files:
+        if not path.is_file():
+            continue
+        for site in parse(path.read_text(), str(path), families):
+            if site.name in sites:
+                raise SiteError(f"site library {site.name!r} is registered twice: in {sites[site.name].source} and "
+                                f"{site.source}")
+            sites[site.name] = site
+    return sites
+
+
+def check_installation(site: Site) -> None:
+    """Refuse, naming the path, an installation whose wrapper or launcher is not an executable file (what can be
+    told before anything is built; the family is checked against the library's own version string when mpi4py loads
+    it, by containers/install-env)."""
+    for key in ("mpicc", "mpiexec"):
+        path = getattr(site, key)
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise SiteError(f"site library {site.name!r} ({site.source}): {key} {path} is not an executable file")
+
+
+def toml_table(site: Site) -> str:
+    """The registration as a TOML table (what `ardlab libraries add` appends); strings as TOML basic strings."""
+    def q(s: str) -> str:
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return (f"[{site.name}]\nfamily = {q(site.family)}\nmpicc = {q(site.mpicc)}\nmpiexec = {q(site.mpiexec)}\n"
+            f"display = {q(site.display)}\n")
+
+
+def add(site: Site, path: Path, families: dict[str, str]) -> Path:
+    """Append the registration `site` to the registry file `path` (made if missing) after checking it: its fields
+    (``parse``), its wrapper and launcher (``check_installation``), and that no registry file has its name yet."""
+    parse(toml_table(site), str(path), families)
+    check_installation(site)
+    taken = load(families, sorted({*registry_files(), path}))
+    if site.name in taken:
+        raise SiteError(f"site library {site.name!r} is registered already, in {taken[site.name].source}")
+    text = path.read_text() if path.is_file() else ("# A site's MPI installations (ardlab.comm.sites), written by "
+                                                   "`ardlab libraries add`.\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text.rstrip("\n") + "\n\n" + toml_table(site))
+    return path

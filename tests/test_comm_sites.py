@@ -1,0 +1,92 @@
+"""A site's MPI registered as a library (ardlab.comm.sites, issue 54.1): registrations parsed and refused by name,
+a name registered twice refused naming both files, `ardlab libraries add` writing a registration every command then
+knows, and a rank of a site's environment reporting the site's library (its family checked against the version
+string). The installations here are this machine's executables (a registration checks only that they run); a real
+site MPI is built and run by the tests of containers/setup-debian-mpi's libraries."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from ardlab.comm import sites
+from ardlab.comm.libraries import BUILT_IN, LIBRARIES, SITE_MARKER, detect, site_library
+from conftest import ardlab
+
+FAMILIES = {n: lib.display for n, lib in BUILT_IN.items()}
+GOOD = '[ompi-site]\nfamily = "openmpi"\nmpicc = "/usr/bin/env"\nmpiexec = "/usr/bin/env"\n'
+OMPI_VERSION = "Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4, repo rev: v4.1.4, May 26, 2022"
+
+
+def test_a_registration_is_its_familys_entry_under_its_own_name():
+    (site,) = sites.parse(GOOD, "f.toml", FAMILIES)
+    lib = site_library(site)
+    assert (lib.name, lib.family, lib.display, lib.pip_packages) == ("ompi-site", "openmpi", "Open MPI (ompi-site)", ())
+    assert lib.algorithms == BUILT_IN["openmpi"].algorithms and lib.force_env == BUILT_IN["openmpi"].force_env
+    assert all(b.family == b.name and b.site is None for b in BUILT_IN.values())
+
+
+@pytest.mark.parametrize("text, words", [
+    ("[ompi-site\n", "f.toml: not valid TOML"),
+    ('ompi-site = "x"\n', "expected a table"),
+    (GOOD.replace("ompi-site", "Ompi"), "'Ompi': a name is lower-case"),
+    (GOOD.replace("ompi-site", "openmpi"), "the name of a built-in library"),
+    (GOOD.replace('family = "openmpi"', 'family = "lam"'), "family 'lam' is not one of mpich, openmpi, intelmpi"),
+    (GOOD.replace('mpicc = "/usr/bin/env"\n', ""), "missing mpicc"),
+    (GOOD + 'modules = "x"\n', "unknown key(s) modules"),
+    (GOOD.replace('mpiexec = "/usr/bin/env"', 'mpiexec = "bin/mpiexec"'), "mpiexec 'bin/mpiexec' is not an absolute"),
+    (GOOD.replace('mpiexec = "/usr/bin/env"', "mpiexec = 3"), "mpiexec must be a non-empty string"),
+])
+def test_a_bad_registration_is_refused_naming_it(text, words):
+    with pytest.raises(sites.SiteError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        sites.parse(text, "f.toml", FAMILIES)
+
+
+def test_a_name_registered_twice_is_refused_naming_both_files(tmp_path):
+    a, b = tmp_path / "a.toml", tmp_path / "b.toml"
+    a.write_text(GOOD)
+    b.write_text(GOOD)
+    with pytest.raises(sites.SiteError, match=f"registered twice: in {a} and {b}"):
+        sites.load(FAMILIES, [a, b])
+    assert list(sites.load(FAMILIES, [a, tmp_path / "missing.toml"])) == ["ompi-site"]
+
+
+def test_an_installation_that_is_not_executable_is_refused_naming_it(tmp_path):
+    plain = tmp_path / "mpicc"
+    plain.write_text("")
+    (site,) = sites.parse(GOOD.replace('mpicc = "/usr/bin/env"', f'mpicc = "{plain}"'), "f.toml", FAMILIES)
+    with pytest.raises(sites.SiteError, match=f"mpicc {plain} is not an executable file"):
+        sites.check_installation(site)
+
+
+def test_a_sites_environment_reports_the_sites_library(tmp_path, monkeypatch):
+    assert detect(OMPI_VERSION, tmp_path)[0] is BUILT_IN["openmpi"]  # no marker: the family
+    (tmp_path / SITE_MARKER).write_text("no-such-library\n")
+    with pytest.raises(ValueError, match="built for site library 'no-such-library', which is not registered"):
+        detect(OMPI_VERSION, tmp_path)
+    (site,) = sites.parse(GOOD, "f.toml", FAMILIES)
+    monkeypatch.setitem(LIBRARIES, "ompi-site", site_library(site))
+    (tmp_path / SITE_MARKER).write_text("ompi-site\n")
+    lib, version = detect(OMPI_VERSION, tmp_path)
+    assert (lib.name, version) == ("ompi-site", "4.1.4")
+    with pytest.raises(ValueError, match="registered as family 'openmpi' .* but its MPI says it is MPICH"):
+        detect("MPICH Version:      4.0.2\nMPICH Release date: ...", tmp_path)
+
+
+def test_libraries_add_registers_what_every_command_then_knows(tmp_path):
+    registry = tmp_path / "site-libraries.toml"
+    env = {**os.environ, "ARDLAB_SITE_LIBRARIES": str(registry)}
+    add = ["libraries", "add", "mpich-site", "--family", "mpich", "--mpicc", sys.executable, "--mpiexec",
+           sys.executable]
+    assert "registered mpich-site" in ardlab(*add, env=env).stdout
+    assert 'family = "mpich"' in registry.read_text()
+    listed = ardlab("libraries", "list", env=env).stdout
+    assert "mpich-site" in listed and f"mpicc {sys.executable}" in listed
+    assert "mpich-site" in ardlab("info", env=env).stdout
+    again = ardlab(*add, env=env, check=False)
+    assert again.returncode == 2 and "'mpich-site' is registered already" in again.stderr
+    bad = ardlab("libraries", "add", "x-site", "--family", "lam", "--mpicc", sys.executable, "--mpiexec",
+                 sys.executable, env=env, check=False)
+    assert bad.returncode == 2 and "family 'lam' is not one of" in bad.stderr
