@@ -7,14 +7,16 @@ from ardlab.comm.libraries import LIBRARIES, algorithms, library
 
 
 def main(argv: list[str]) -> int:
-    usage = ("usage: python -m ardlab.comm (names | pip LIBRARY | site LIBRARY | algorithms LIBRARY | "
+    usage = ("usage: python -m ardlab.comm (names [--built-in] | pip LIBRARY | site LIBRARY | algorithms LIBRARY | "
              "tuned-env LIBRARY FILE | fabric LIBRARY)")
     if not argv:
         print(usage, file=sys.stderr)
         return 2
     try:
-        if argv[0] == "names" and len(argv) == 1:
+        if argv[0] == "names" and len(argv) == 1:  # every library: the built-in ones, then a site's
             print("\n".join(LIBRARIES))
+        elif argv[0] == "names" and argv[1:] == ["--built-in"]:  # the wheels' (the images hold those)
+            print("\n".join(n for n, lib in LIBRARIES.items() if lib.site is None))
         elif argv[0] == "pip" and len(argv) == 2:
             print("\n".join(library(argv[1]).pip_packages))
         elif argv[0] == "site" and len(argv) == 2:  # a site library's wrapper and launcher, checked (install-env)

@@ -41,7 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ardlab.comm import LIBRARIES
+    from ardlab.comm.libraries import BUILT_IN
     from ardlab.images import prove
 
     if args.action == "exec":
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("exec needs a command after --")
         argv = prove.exec_argv(args.root.resolve(), command)
         os.execvp(argv[0], argv)
-    libraries = args.libraries or list(LIBRARIES)
+    libraries = args.libraries or list(BUILT_IN)  # the images hold the wheels' libraries
     if args.action == "srun-check":
         from ardlab.images import srun_images
 
