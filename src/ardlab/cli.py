@@ -626,7 +626,8 @@ def _libraries(args: argparse.Namespace) -> int:
               f"containers/setup-envs")
         return 0
     for lib in LIBRARIES.values():
-        where = f"site, {lib.site.source}: mpicc {lib.site.mpicc}, mpiexec {lib.site.mpiexec}" if lib.site else "built in"
+        site = lib.site
+        where = f"site, {site.source}: mpicc {site.mpicc}, mpiexec {site.mpiexec}" if site else "built in"
         print(f"{lib.name:20s} {lib.display} (family {lib.family}; {where})")
     return 0
 
