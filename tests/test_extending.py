@@ -179,8 +179,8 @@ def test_a_library_is_its_row(repo):
     analysis/tuned.py: the doc's second file.)"""
     path = repo / "src/ardlab/comm/libraries.py"
     edit(path, "from dataclasses import ", "from dataclasses import replace\n")
-    edit(path, "LIBRARIES: dict[str, Library] = ",
-         'LIBRARIES["throwaway"] = replace(MPICH, name="throwaway", display="Throwaway", knob_prefixes=("THROW_",))\n')
+    edit(path, "BUILT_IN: dict[str, Library] = ",
+         'BUILT_IN["throwaway"] = replace(MPICH, name="throwaway", display="Throwaway", knob_prefixes=("THROW_",))\n')
     check_count(repo, "a fourth MPI library", 2)
 
     names = run(repo, "-m", "ardlab.comm", "names").stdout.split()

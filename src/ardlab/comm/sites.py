@@ -7,7 +7,7 @@ registrations are TOML tables, read (standard library only, like the table itsel
 
 - the file named by ``$ARDLAB_SITE_LIBRARIES``, if set (and then only that file);
 - ``site-libraries.toml`` at the checkout's root (git-ignored: what `ardlab libraries add` writes);
-- ``~/.config/ardlab/site-libraries.toml`` (``$XDG_CONFIG_HOME``).
+- ``~/.config/ardlab/site-libraries.toml`` (``$XDG_CONFIG_HOME``; ``~`` the user's home in the password database).
 
 One table a library, its name the table's::
 
@@ -25,6 +25,7 @@ the family's knobs really do in a site's build is for the proofs to show (`ardla
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import tomllib
 from dataclasses import dataclass
@@ -61,7 +62,9 @@ def registry_files() -> list[Path]:
     named = os.environ.get("ARDLAB_SITE_LIBRARIES")
     if named:
         return [Path(named)]
-    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    # the user's own home (the password database's), not $HOME: a process run as another user (setpriv, sudo) keeps
+    # the caller's $HOME, whose files it may not even see
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path(pwd.getpwuid(os.getuid()).pw_dir) / ".config")
     return [repo_root() / FILE_NAME, config / "ardlab" / FILE_NAME]
 
 
