@@ -62,10 +62,16 @@ def registry_files() -> list[Path]:
     named = os.environ.get("ARDLAB_SITE_LIBRARIES")
     if named:
         return [Path(named)]
-    # the user's own home (the password database's), not $HOME: a process run as another user (setpriv, sudo) keeps
-    # the caller's $HOME, whose files it may not even see
-    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path(pwd.getpwuid(os.getuid()).pw_dir) / ".config")
-    return [repo_root() / FILE_NAME, config / "ardlab" / FILE_NAME]
+    files = [repo_root() / FILE_NAME]
+    config = os.environ.get("XDG_CONFIG_HOME")
+    if not config:
+        # the user's own home (the password database's), not $HOME: a process run as another user (setpriv, sudo)
+        # keeps the caller's $HOME, whose files it may not even see; a uid with no entry (some containers) has none
+        try:
+            config = os.path.join(pwd.getpwuid(os.getuid()).pw_dir, ".config")
+        except KeyError:
+            return files
+    return [*files, Path(config) / "ardlab" / FILE_NAME]
 
 
 def parse(text: str, source: str, families: dict[str, str]) -> list[Site]:
