@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ardlab.comm.libraries import DEFAULT, library, run_env, runtime_path_settings
+from ardlab.comm.sites import repo_root  # one definition, in the stdlib-only module the table reads
 
 # The thread-count variables of the runtimes a rank may load (OpenMP, OpenBLAS, MKL): all set together, so no
 # library falls back to one thread per core when a rank should have its share only.
@@ -30,11 +31,6 @@ def thread_env(threads: int) -> dict[str, str]:
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     return {k: str(threads) for k in THREAD_VARIABLES}
-
-
-def repo_root() -> Path:
-    """The source checkout holding this package (src layout)."""
-    return Path(__file__).resolve().parents[3]
 
 
 def env_prefix(library_name: str) -> Path:

@@ -54,6 +54,7 @@ class Site:
 
 
 def repo_root() -> Path:
+    """The source checkout holding this package (src layout)."""
     return Path(__file__).resolve().parents[3]
 
 
