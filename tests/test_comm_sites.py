@@ -12,10 +12,9 @@ import sys
 import pytest
 
 from ardlab.comm import sites
-from ardlab.comm.libraries import BUILT_IN, LIBRARIES, SITE_MARKER, detect, site_library
+from ardlab.comm.libraries import BUILT_IN, FAMILIES, LIBRARIES, SITE_MARKER, detect, site_library
 from conftest import ardlab
 
-FAMILIES = {n: lib.display for n, lib in BUILT_IN.items()}
 GOOD = '[ompi-site]\nfamily = "openmpi"\nmpicc = "/usr/bin/env"\nmpiexec = "/usr/bin/env"\n'
 OMPI_VERSION = "Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4, repo rev: v4.1.4, May 26, 2022"
 

@@ -67,11 +67,8 @@ def _named_sections():
             page = "README.md" if m.group(1).startswith("README") else m.group(1)
             yield source, page, m.group(2)
         for m in TITLE_THEN_PAGE.finditer(text):
-            target = m.group(2)
-            page = target if target.startswith("docs/") else (
-                target[3:] if target.startswith("../") else
-                (f"docs/{target}" if source.parent.name == "docs" else target))
-            yield source, page, m.group(1)
+            # a link's target is relative to the page it is in
+            yield source, (source.parent / m.group(2)).resolve().relative_to(ROOT).as_posix(), m.group(1)
 
 
 def test_every_section_a_page_names_exists():

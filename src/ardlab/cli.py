@@ -611,18 +611,16 @@ def _advise_confirm(args: argparse.Namespace) -> int:
 
 def _libraries(args: argparse.Namespace) -> int:
     from ardlab.comm import sites
-    from ardlab.comm.libraries import BUILT_IN
+    from ardlab.comm.libraries import FAMILIES
 
-    families = {name: lib.display for name, lib in BUILT_IN.items()}
     if args.action == "add":
         missing = [f"--{k}" for k in ("family", "mpicc", "mpiexec") if not getattr(args, k)]
         if not args.name or missing:
             raise ValueError(f"ardlab libraries add NAME needs {', '.join(missing or ['NAME'])}")
         path = Path(args.file) if args.file else sites.registry_files()[0]
-        display = args.display or f"{families.get(args.family, args.family)} ({args.name})"
         site = sites.Site(args.name, args.family, os.path.abspath(args.mpicc), os.path.abspath(args.mpiexec),
-                          display, str(path))
-        print(f"registered {args.name} in {sites.add(site, path, families)}; set up its environment with: "
+                          args.display or "", str(path))  # no display: the registry's default (sites.parse)
+        print(f"registered {args.name} in {sites.add(site, path, FAMILIES)}; set up its environment with: "
               f"containers/setup-envs")
         return 0
     for lib in LIBRARIES.values():
@@ -635,8 +633,8 @@ def _libraries(args: argparse.Namespace) -> int:
 def _libraries_parser(s):
     s.add_argument("action", choices=["list", "add"], help="list the libraries, or register a site's MPI")
     s.add_argument("name", nargs="?", help="add: the name every command will know it by (e.g. openmpi-site)")
-    s.add_argument("--family", help="add: whose knobs, tuned files and proofs it shares: " + ", ".join(
-        n for n in LIBRARIES if LIBRARIES[n].site is None))
+    s.add_argument("--family", help="add: whose knobs, tuned files and proofs it shares: one of the built-in "
+                                    "libraries (ardlab libraries list)")
     s.add_argument("--mpicc", help="add: its C compiler wrapper (mpi4py and Horovod are built with it)")
     s.add_argument("--mpiexec", help="add: its launcher")
     s.add_argument("--display", help="add: how tables name it (default: the family's name and NAME)")

@@ -3,7 +3,7 @@
 import shlex
 import sys
 
-from ardlab.comm.libraries import LIBRARIES, algorithms, library
+from ardlab.comm.libraries import BUILT_IN, LIBRARIES, algorithms, library
 
 
 def main(argv: list[str]) -> int:
@@ -16,7 +16,7 @@ def main(argv: list[str]) -> int:
         if argv[0] == "names" and len(argv) == 1:  # every library: the built-in ones, then a site's
             print("\n".join(LIBRARIES))
         elif argv[0] == "names" and argv[1:] == ["--built-in"]:  # the wheels' (the images hold those)
-            print("\n".join(n for n, lib in LIBRARIES.items() if lib.site is None))
+            print("\n".join(BUILT_IN))
         elif argv[0] == "pip" and len(argv) == 2:
             print("\n".join(library(argv[1]).pip_packages))
         elif argv[0] == "site" and len(argv) == 2:  # a site library's wrapper and launcher, checked (install-env)

@@ -543,6 +543,7 @@ INTELMPI = Library(
 )
 
 BUILT_IN: dict[str, Library] = {lib.name: lib for lib in (MPICH, OPENMPI, INTELMPI)}
+FAMILIES: dict[str, str] = {name: lib.display for name, lib in BUILT_IN.items()}  # a site library's family -> name
 
 
 def site_library(site: Site) -> Library:
@@ -553,7 +554,7 @@ def site_library(site: Site) -> Library:
 
 # The built-in libraries, then the site's registered ones (ardlab.comm.sites; a bad registration stops here, named).
 LIBRARIES: dict[str, Library] = {**BUILT_IN, **{name: site_library(site) for name, site in
-                                                load({n: lib.display for n, lib in BUILT_IN.items()}).items()}}
+                                                load(FAMILIES).items()}}
 # The file an environment built for a site library holds its name in (containers/install-env writes it): what a rank
 # of that environment reports itself as (``detect``), since its version string names only the family.
 SITE_MARKER = "ardlab-site-library"

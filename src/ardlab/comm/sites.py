@@ -141,7 +141,7 @@ def toml_table(site: Site) -> str:
     def q(s: str) -> str:
         return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return (f"[{site.name}]\nfamily = {q(site.family)}\nmpicc = {q(site.mpicc)}\nmpiexec = {q(site.mpiexec)}\n"
-            f"display = {q(site.display)}\n")
+            + (f"display = {q(site.display)}\n" if site.display else ""))
 
 
 def add(site: Site, path: Path, families: dict[str, str]) -> Path:
