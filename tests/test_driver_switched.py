@@ -26,7 +26,7 @@ TF = {"model": "simplecnn", "dataset": "digits", "batch_per_rank": 8, "warmup_ba
 
 
 def _nn(lib, algorithm="default", **kw):
-    return trainer.run_plan(lib, ranks=2, algorithm=algorithm, options=NN, threads=1, **kw)
+    return trainer.plan(lib, ranks=2, algorithm=algorithm, options=NN, threads=1, **kw)
 
 
 def test_a_library_that_switches_shares_one_launch_in_round_order():
@@ -56,14 +56,14 @@ def test_only_alike_variants_share():
 
 @pytest.mark.parametrize("change, message", [
     (dict(library="intelmpi"), "Intel MPI cannot switch inside a launch"),
-    (dict(kind="bench"), "the microbenchmark measures one forced algorithm a launch"),
+    (dict(program="microbench"), "the microbenchmark measures one forced algorithm a launch"),
     (dict(algorithm="ring"), "starts at the default"),
     (dict(switch=["ring", "warp"]), "warp"),
     (dict(switch=["ring", "own_ring"]), "'own_ring' is not a native algorithm"),
     (dict(switch_positions=[0]), "1 positions for 2 algorithms"),
 ])
 def test_bad_switched_plans_are_named(change, message):
-    base = dict(kind="train", library="mpich", ranks=2, switch=["ring", "default"], switch_positions=[0, 1])
+    base = dict(program="train", library="mpich", ranks=2, switch=["ring", "default"], switch_positions=[0, 1])
     with pytest.raises(ValueError, match=message):
         RunPlan(**{**base, **change})
 
@@ -72,7 +72,7 @@ def test_the_microbenchmark_does_not_switch():
     from ardlab.bench import allreduce
 
     with pytest.raises(ValueError, match="switching inside a launch is for training"):
-        Comparison("g", [allreduce.run_plan("mpich", ranks=2, sizes=[8], algorithms=["ring"])], switch_in_launch=True)
+        Comparison("g", [allreduce.plan("mpich", ranks=2, sizes=[8], algorithms=["ring"])], switch_in_launch=True)
 
 
 def test_switched_rows_per_variant(tmp_path):
@@ -139,7 +139,7 @@ def test_switched_horovod_training_runs_each_algorithm_openmpi(tmp_path):
     """The same inside one TensorFlow + Horovod launch: Horovod restarted on each switched communicator. Horovod's
     background thread makes its calls as tensors become ready: their number varies from launch to launch (6 to 8
     of one function seen), the functions they reach do not."""
-    plan = horovod_train.run_plan("openmpi", ranks=2, options=TF, threads=1, knobs={"cache_capacity": 0})
+    plan = horovod_train.plan("openmpi", ranks=2, options=TF, threads=1, knobs={"cache_capacity": 0})
     _as_launched(tmp_path, "openmpi", plan, ["ring", "default", "recursive_doubling"], exact=False)
 
 
@@ -148,7 +148,7 @@ def test_switched_horovod_training_runs_each_algorithm_mpich(tmp_path):
     """MPICH (stripped: no symbols) prints a fallback message for every call of an algorithm that cannot apply:
     'smp' on one node. Only the smp phases of one Horovod launch print them."""
     names = ["default", "smp", "default", "smp"]
-    plan = horovod_train.run_plan("mpich", ranks=2, options=TF, threads=1, knobs={"cache_capacity": 0})
+    plan = horovod_train.plan("mpich", ranks=2, options=TF, threads=1, knobs={"cache_capacity": 0})
     phases = probe_switched("mpich", names, program=_switched_program(tmp_path, plan, names), timeout=900)
     assert [bool(p) for p in phases] == [False, True, False, True], phases
     assert all(p["fallback:smp"] >= 3 for p in phases[1::2]), phases

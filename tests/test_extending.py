@@ -121,7 +121,7 @@ def test_a_training_option_is_one_field(repo):
     plan, a dry run."""
     path = repo / "src/ardlab/nn/trainer.py"
     text = path.read_text()
-    at = text.index("\n\n\ndef run_plan(")  # the end of TrainConfig
+    at = text.index("\n\n\ndef plan(")  # the end of TrainConfig
     path.write_text(text[:at] + '\n    throwaway_passes: int = option(3, "a throwaway option", schema=True, minimum=1)'
                     + text[at:])
     check_count(repo, "a training option (ardlab.nn or Horovod)", 1)
@@ -188,8 +188,8 @@ def test_a_library_is_its_row(repo):
     assert "mpich==5.0.2" in run(repo, "-m", "ardlab.comm", "pip", "throwaway").stdout
     cfg = config(repo, libraries=["mpich", "throwaway"], microbench={"algorithms": ["ring"], "own": False})
     lines = [line for line in plans(repo, cfg).splitlines() if '"library": "throwaway"' in line]
-    assert any('"kind": "train"' in line for line in lines)
-    bench = [line for line in lines if '"kind": "bench"' in line]
+    assert any('"program": "train"' in line for line in lines)
+    bench = [line for line in lines if '"program": "microbench"' in line]
     assert bench and all('"ring"' in line for line in bench)
     facts = run(repo, "-c", "from ardlab.comm.libraries import knob_prefixes, run_env; "
                 "print(knob_prefixes(), run_env('throwaway', 'ring'))").stdout
@@ -199,7 +199,7 @@ def test_a_library_is_its_row(repo):
 
 KIND = '''\
     # a throwaway training kind for tests/test_extending.py: ardlab.nn at several batch sizes, one group each
-    Kind("nnbatch", "nnbatch", trainer.TrainConfig, lambda job, sec, lib, algorithm, tuned, launch: trainer.run_plan(
+    Kind("nnbatch", "nnbatch", trainer.TrainConfig, lambda job, sec, lib, algorithm, tuned, launch: trainer.plan(
         lib, ranks=job.ranks, nodes=job.nodes, algorithm=algorithm, tuned=tuned, options={
             "model": job.model, "dataset": "synthetic", "parallel_mode": "bucketed",
             **config_options(trainer.TrainConfig, sec), "batch_per_rank": int(job.mode[1:])}, **launch),
@@ -265,7 +265,7 @@ def test_a_microbenchmark_kind_with_its_own_section_is_its_rows_and_its_kind(rep
     edit(repo / "src/ardlab/study/kinds.py", "         axis=FUSION, own=False),", BENCH_KIND)
     check_count(repo, "a measurement kind in the workflow", 2)
 
-    assert '"bench"' in plans(repo, config(repo)) and "bench_pairs" not in dry_run(repo, config(repo))
+    assert '"microbench"' in plans(repo, config(repo)) and "bench_pairs" not in dry_run(repo, config(repo))
     cfg = config(repo, bench_pairs={"enabled": True, "algorithms": ["ring"], "sizes": "64,4K", "iterations": 2})
     lines = [line for line in plans(repo, cfg).splitlines() if '"sizes": [64, 4096]' in line]
     assert lines and all('"iterations": 2' in line and '"ring"' in line for line in lines), lines

@@ -15,7 +15,7 @@ def test_every_offered_optimizer_is_in_the_registry_and_maps_to_keras():
 def test_an_optimizer_only_ardlab_nn_has_is_refused_when_options_are_read(monkeypatch):
     monkeypatch.setitem(OPTIMIZERS, "lamb", OPTIMIZERS["sgd"])  # an optimizer added to ardlab.nn alone
     with pytest.raises(ValueError, match=r"optimizer 'lamb' \(ardlab.nn has it; TensorFlow \+ Horovod here does not"):
-        train.run_plan("mpich", ranks=2, options={"model": "simplecnn", "optimizer": "lamb"})
+        train.plan("mpich", ranks=2, options={"model": "simplecnn", "optimizer": "lamb"})
     with pytest.raises(ValueError, match="optimizer 'adagrad'; train-tf offers sgd"):
-        train.run_plan("mpich", ranks=2, options={"model": "simplecnn", "optimizer": "adagrad"})
+        train.plan("mpich", ranks=2, options={"model": "simplecnn", "optimizer": "adagrad"})
     assert "lamb" not in train.tf_optimizer_names()

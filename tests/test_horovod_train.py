@@ -138,7 +138,7 @@ def test_environment_without_horovod():
 def test_run_settings_join_horovods_knobs():
     """A run's own settings (a config's library_env) reach the plan beside Horovod's knobs; one that is a Horovod
     knob is refused (which of the two would win is not the caller's to guess)."""
-    from ardlab.horovod.train import run_plan
+    from ardlab.horovod.train import plan as run_plan
 
     plan = run_plan("openmpi", ranks=2, options={"model": "simplecnn"}, knobs={"fusion_threshold_mb": 64.0},
                     env={"OMPI_MCA_btl_tcp_eager_limit": "8388608"})

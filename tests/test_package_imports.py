@@ -18,6 +18,7 @@ LAYERS = [
     "ardlab.cluster",  # the emulated multi-node Slurm cluster (namespaces, daemons)
     "ardlab.images",  # the Apptainer definitions proven in fresh Debian roots, ranks inside them under srun
     "ardlab.rounds",  # the seeded order of each round of a comparison
+    "ardlab.programs",  # the measuring programs, each named once (their modules loaded only when asked)
     "ardlab.plan",  # the run plan from driver to ranks
     "ardlab.driver",  # starts the ranks of a plan
     "ardlab.nn",  # the CNN framework (oneDNN or NumPy kernels, data parallel over MPI)

@@ -2,7 +2,7 @@
 
     info | probe | bench allreduce | train | train-tf | tune | report | predict | cluster | image | run | rank
 
-Measuring subcommands build a validated run plan (the kind's ``run_plan``) and hand it to the driver
+Measuring subcommands build a validated run plan (the program's ``plan``, ``ardlab.programs``) and hand it to the driver
 (``ardlab.driver``),
 which starts the ranks; with ``--in-mpi`` (started by the user's own launcher, e.g. srun) the plan runs in this
 process (``ardlab.rank``). Choice lists come from ardlab's registries, never typed twice.
@@ -118,7 +118,8 @@ def _library(args: argparse.Namespace, training: bool = False) -> tuple[str, int
 
 
 def _bench_allreduce(args: argparse.Namespace) -> int:
-    from ardlab.bench.allreduce import Plan, run_plan
+    from ardlab.bench import allreduce
+    from ardlab.bench.allreduce import Plan
     from ardlab.bench.sizes import parse_sizes
 
     lib, ranks, nodes = _library(args)
@@ -138,8 +139,9 @@ def _bench_allreduce(args: argparse.Namespace) -> int:
                              f"{THREAD_LEVEL_VAR}={args.thread_level} in the launch environment instead)")
         env[THREAD_LEVEL_VAR] = args.thread_level
     options = _option_values(args, Plan) | {"skip_inapplicable": skip}
-    plan = run_plan(lib, ranks=ranks, nodes=nodes, sizes=parse_sizes(args.sizes), algorithms=names, sweep=sweep,
-                    own=not args.no_own, tuned=args.tuned, env=env, **options, **_launch_settings(args))
+    plan = allreduce.plan(lib, ranks=ranks, nodes=nodes, sizes=parse_sizes(args.sizes), algorithms=names,
+                          sweep=sweep, own=not args.no_own, tuned=args.tuned, env=env, **options,
+                          **_launch_settings(args))
     if args.in_mpi:
         if args.rounds != 1:
             raise ValueError("--rounds needs the driver (one launch per variant per round); without --in-mpi")
@@ -197,7 +199,8 @@ TRAIN_BATCH_PER_RANK = 32  # `ardlab train` without --batch-per-rank or --global
 
 
 def _train(args: argparse.Namespace) -> int:
-    from ardlab.nn.trainer import TrainConfig, run_plan
+    from ardlab.nn import trainer
+    from ardlab.nn.trainer import TrainConfig
 
     lib, ranks, nodes = _library(args, training=True)
     options = _option_values(args, TrainConfig)
@@ -205,13 +208,14 @@ def _train(args: argparse.Namespace) -> int:
     if args.batch_per_rank is None and args.global_batch is None:
         options["batch_per_rank"] = TRAIN_BATCH_PER_RANK
     options["input_shape"] = [int(v) for v in args.input_shape.split("x")] if args.input_shape else None
-    plan = run_plan(lib, ranks=ranks, algorithm=args.algorithm, tuned=args.tuned, options=options, nodes=nodes,
-                    **_launch_settings(args))
+    plan = trainer.plan(lib, ranks=ranks, algorithm=args.algorithm, tuned=args.tuned, options=options, nodes=nodes,
+                        **_launch_settings(args))
     return _execute(plan, args.in_mpi)
 
 
 def _train_tf(args: argparse.Namespace) -> int:
-    from ardlab.horovod.train import HOROVOD_KNOBS, TFConfig, require_horovod, run_plan
+    from ardlab.horovod import train
+    from ardlab.horovod.train import HOROVOD_KNOBS, TFConfig, require_horovod
 
     if args.in_mpi:
         require_horovod()
@@ -219,9 +223,9 @@ def _train_tf(args: argparse.Namespace) -> int:
     settings = {**_launch_settings(args), "nodes": nodes}
     if args.in_mpi and not args.threads:  # the launcher's thread setting, as TensorFlow's thread pools
         settings["threads"] = int(os.environ.get("OMP_NUM_THREADS", "0")) or None
-    plan = run_plan(lib, ranks=ranks, algorithm=args.algorithm, tuned=args.tuned,
-                    options=_option_values(args, TFConfig),
-                    knobs={k: getattr(args, k) for k in HOROVOD_KNOBS}, **settings)
+    plan = train.plan(lib, ranks=ranks, algorithm=args.algorithm, tuned=args.tuned,
+                      options=_option_values(args, TFConfig),
+                      knobs={k: getattr(args, k) for k in HOROVOD_KNOBS}, **settings)
     return _execute(plan, args.in_mpi)
 
 

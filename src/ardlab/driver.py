@@ -32,15 +32,14 @@ from pathlib import Path
 from ardlab import rounds
 from ardlab.comm import launch
 from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, TUNED, library, run_env
-from ardlab.plan import KIND_ENV, Comparison, RunPlan
-from ardlab.results import BENCH_COLUMNS, TRAIN_COLUMNS, picked, selected_algorithms, utc_now, write_csv
+from ardlab.plan import Comparison, RunPlan
+from ardlab.programs import program
+from ardlab.results import picked, selected_algorithms, utc_now, write_csv
 
 
 def forced(plan: RunPlan) -> str:
     """The native algorithm a launch forces: the plan's own, else the library's default (ours, tuned)."""
-    names = plan.options.get("algorithms") if plan.kind == "bench" else None
-    name = names[0] if names and len(names) == 1 else plan.algorithm
-    return DEFAULT if name in OWN_ALGORITHMS or name == TUNED else name
+    return DEFAULT if plan.algorithm in OWN_ALGORITHMS or plan.algorithm == TUNED else plan.algorithm
 
 
 def cores_here() -> int:
@@ -70,7 +69,7 @@ def launch_env(plan: RunPlan, algorithm: str) -> dict[str, str]:
         env.update(library(plan.library).tuned_env(plan.tuned))
     if plan.switch:  # what a launch that switches its algorithm inside needs from the start (ardlab.comm.switch)
         env.update(library(plan.library).switching.launch_env)
-    env.update(KIND_ENV.get(plan.kind, {}))
+    env.update(program(plan.program).env)
     env.update(plan.env)
     return env
 
@@ -114,11 +113,11 @@ def _launch(plan: RunPlan, plan_file: Path, capture: bool) -> subprocess.Complet
     try:
         proc = launch.execute(argv, env, timeout=plan.timeout_s, capture=capture)
     except subprocess.TimeoutExpired:
-        raise RuntimeError(f"{plan.label}: {plan.kind} run exceeded its timeout of {plan.timeout_s:g} s and was "
+        raise RuntimeError(f"{plan.label}: {plan.program} run exceeded its timeout of {plan.timeout_s:g} s and was "
                            "killed; nothing was written") from None
     if proc.returncode != 0:
         out = (proc.stdout + proc.stderr)[-3000:] if capture else "(its output is above)"
-        raise RuntimeError(f"{library(plan.library).display} {plan.kind} run of {plan.label} failed "
+        raise RuntimeError(f"{library(plan.library).display} {plan.program} run of {plan.label} failed "
                            f"(exit {proc.returncode}):\n{out}")
     return proc
 
@@ -148,9 +147,7 @@ def variants(c: Comparison) -> list[RunPlan]:
             if not base:
                 raise ValueError(f"comparison {c.group!r}: picks for {lib} need its default variant to copy")
             for name in names:
-                alg = picked(c.picked_from, lib, name)
-                v = dataclasses.replace(base[0], algorithm=alg, options=(
-                    {**base[0].options, "algorithms": [alg]} if base[0].kind == "bench" else dict(base[0].options)))
+                v = base[0].variant(picked(c.picked_from, lib, name))
                 if v.label not in seen:
                     seen.add(v.label)
                     out.append(v)
@@ -160,8 +157,7 @@ def variants(c: Comparison) -> list[RunPlan]:
             raise ValueError(f"comparison {c.group!r}: no variant uses the tuned file {selection}")
         base = lib_default[0]
         for name in selected_algorithms(selection):
-            v = dataclasses.replace(base, tuned=None, algorithm=name, options=(
-                {**base.options, "algorithms": [name]} if base.kind == "bench" else dict(base.options)))
+            v = base.variant(name, tuned=None)
             if v.label not in seen:
                 seen.add(v.label)
                 out.append(v)
@@ -171,7 +167,7 @@ def variants(c: Comparison) -> list[RunPlan]:
 def shares_launch(plan: RunPlan) -> bool:
     """Whether a variant can be measured in a launch with others of its library (``Comparison.switch_in_launch``): a
     training run of a native algorithm, with no tuned file, of a library that switches inside a launch."""
-    return plan.kind in ("train", "train-tf") and not plan.tuned and plan.algorithm not in OWN_ALGORITHMS \
+    return program(plan.program).trains and not plan.tuned and plan.algorithm not in OWN_ALGORITHMS \
         and library(plan.library).switching is not None
 
 
@@ -230,13 +226,13 @@ def run_comparison(c: Comparison) -> list[dict]:
                 if not c.progress:  # a workflow job's log: what each launch measured, and its wall time
                     print(f"{c.group} round {r} position {pos}: {v.label}: {len(got)} rows in "
                           f"{time.monotonic() - started:.1f} s", flush=True)
-                if c.kind != "bench" and len(got) != len(positions):  # a training row per variant
+                if program(c.program).trains and len(got) != len(positions):  # a training row per variant
                     raise RuntimeError(f"{v.label}: the launch wrote {len(got)} rows for {len(positions)} variants")
                 rows.extend(got)
                 bar.update(len(positions))
     bar.close()
     if c.output:
-        write_csv(c.output, BENCH_COLUMNS if c.kind == "bench" else TRAIN_COLUMNS, rows)
+        write_csv(c.output, program(c.program).columns(), rows)
     return rows
 
 

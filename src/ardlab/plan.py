@@ -5,31 +5,24 @@ run``) validates every choice, writes the plan beside its output and starts the 
 launcher; each rank runs ``python -m ardlab.rank --plan FILE``. No option is re-encoded as command-line text
 between them, so there is no list of "driver-only" options to keep in step with the parser.
 
-``options`` holds the fields of the kind's own settings: ``ardlab.bench.allreduce.Plan`` (kind ``bench``),
-``ardlab.nn.trainer.TrainConfig`` (``train``) or ``ardlab.horovod.train.TFConfig`` (``train-tf``). Each of those
-modules has the one builder of its kind's plans (``run_plan``), which the CLI and the workflow share; the checks
-common to all kinds are here.
+``program`` names the measuring program (``ardlab.programs``); ``options`` holds the fields of its own settings:
+``ardlab.bench.allreduce.Plan`` (program ``microbench``), ``ardlab.nn.trainer.TrainConfig`` (``train``) or
+``ardlab.horovod.train.TFConfig`` (``horovod``). Each of those modules has the one builder of its plans (``plan``),
+which the CLI and the workflow share; the checks common to all programs are here.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from ardlab.comm.libraries import DEFAULT, OWN_ALGORITHMS, TUNED, algorithm, library
+from ardlab.programs import program
 from ardlab.results import MIB, mib_bytes
 
-KINDS = ("bench", "train", "train-tf")
-# Settings every launch of a kind gets from the driver (ardlab.driver.launch_env; the plan's own env wins). The
-# microbenchmark's buffers as a C benchmark's malloc gets them (IMB-MPI1, OSU): NumPy asks the kernel for
-# transparent huge pages behind arrays of 4 MiB and more (madvise) unless told not to, and with them the reducing
-# algorithms ran at 0.65-0.76x their time without at 16 MiB (results/experiments/vs_imb/vs_imb.md, `c-huge` over `c`).
-# Inside a launch the caller started (--in-mpi) the caller's environment decides; rows record it among their knobs.
-KIND_ENV = {"bench": {"NUMPY_MADVISE_HUGEPAGE": "0"}}
-
-# Fields of the kinds' settings that the plan itself carries (or the rank derives), never among its options.
+# Fields of the programs' settings that the plan itself carries (or the rank derives), never among its options.
 PLAN_FIELDS = frozenset({"library", "ranks", "nodes", "tuned", "threads", "progress", "allreduce", "algorithm_label",
                          "group", "round", "position", "order_seed"})
 LAUNCHERS = ("local", "srun")
@@ -37,10 +30,10 @@ LAUNCHERS = ("local", "srun")
 
 @dataclass
 class RunPlan:
-    kind: str  # one of KINDS
+    program: str  # a name of ardlab.programs.PROGRAMS
     library: str
     ranks: int
-    algorithm: str = DEFAULT  # train / train-tf: the native algorithm forced at launch, or own_* (train)
+    algorithm: str = DEFAULT  # the variant's algorithm: the native one forced at launch, own_* (train), or tuned
     nodes: int = 1
     threads: int | None = None  # per rank: the thread variables (and TensorFlow's thread pools)
     tuned: str | None = None  # a tuned selection file: the library selects per size (algorithm "tuned")
@@ -63,8 +56,7 @@ class RunPlan:
     switch_positions: list[int] = field(default_factory=list)
 
     def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown run kind {self.kind!r}; valid: {', '.join(KINDS)}")
+        program(self.program)  # unknown names fail here, listing the valid ones
         if self.launcher not in LAUNCHERS:
             raise ValueError(f"unknown launcher {self.launcher!r}; valid: {', '.join(LAUNCHERS)}")
         if self.ranks < 1:
@@ -81,7 +73,7 @@ class RunPlan:
         where = f"a launch switching {lib.display}'s algorithm ({', '.join(self.switch)})"
         if lib.switching is None:
             raise ValueError(f"{where}: {lib.display} cannot switch inside a launch: {lib.switching_note}")
-        if self.kind == "bench":
+        if not program(self.program).trains:
             raise ValueError(f"{where}: the microbenchmark measures one forced algorithm a launch")
         if self.tuned or self.algorithm != DEFAULT:
             raise ValueError(f"{where} starts at the default, without a tuned file (it has {self.algorithm!r}, "
@@ -115,11 +107,17 @@ class RunPlan:
 
     @property
     def label(self) -> str:
-        """The variant this plan measures: library/algorithm (a microbenchmark plan of one algorithm)."""
-        names = self.options.get("algorithms") if self.kind == "bench" else None
+        """The variant this plan measures: library/algorithm (library/a+b+c: the algorithms it switches between)."""
         if self.switch:
             return f"{self.library}/{'+'.join(self.switch)}"
-        return f"{self.library}/{names[0] if names and len(names) == 1 else self.algorithm}"
+        return f"{self.library}/{self.algorithm}"
+
+    def variant(self, name: str, **changes) -> "RunPlan":
+        """This plan measuring the algorithm `name` instead (`changes`: further fields replaced), the name in its
+        algorithm field and, for a program that reads it from its options too, there."""
+        where = program(self.program).algorithms_option
+        options = {**self.options, where: [name]} if where else dict(self.options)
+        return replace(self, algorithm=name, options=options, **changes)
 
     def stamp(self, row: dict) -> dict:
         """`row` with this plan's place in its rounds."""
@@ -160,20 +158,20 @@ class Comparison:
         self.variants = [v if isinstance(v, RunPlan) else RunPlan.from_dict(v) for v in self.variants]
         if not self.variants:
             raise ValueError(f"comparison group {self.group!r} has no variant")
-        kinds = {v.kind for v in self.variants}
-        if len(kinds) > 1:
-            raise ValueError(f"comparison group {self.group!r} mixes kinds {sorted(kinds)}")
+        programs = {v.program for v in self.variants}
+        if len(programs) > 1:
+            raise ValueError(f"comparison group {self.group!r} mixes programs {sorted(programs)}")
         if self.rounds < 1:
             raise ValueError(f"rounds must be >= 1, got {self.rounds}")
         if self.picks and not self.picked_from:
             raise ValueError(f"comparison group {self.group!r} picks algorithms but names no pick file")
-        if self.switch_in_launch and self.kind == "bench":
+        if self.switch_in_launch and not program(self.program).trains:
             raise ValueError(f"comparison group {self.group!r}: switching inside a launch is for training; the "
                              "microbenchmark measures one forced algorithm a launch")
 
     @property
-    def kind(self) -> str:
-        return self.variants[0].kind
+    def program(self) -> str:
+        return self.variants[0].program
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -194,10 +192,10 @@ def _known(cls, data: dict, what: str) -> dict:
 
 def option(default, help: str | None = None, choices=None, cli: bool = True, schema: bool = False,
            workflow_default=MISSING, mib: bool = False, **bounds):
-    """A field of a kind's settings (TrainConfig, TFConfig, the microbenchmark's Plan) that is also its command-line
+    """A field of a program's settings (TrainConfig, TFConfig, the microbenchmark's Plan) that is also its command-line
     option: ``--name-like-this`` with this default, help and choices (a callable giving them, read when the parser is
     made), made by the CLI from the field (``ardlab.cli``); `cli` False: a setting the command line does not offer.
-    `schema` True: also a key of the workflow config's section of the kind, named like the option, whose JSON schema
+    `schema` True: also a key of the workflow config's section of the program, named like the option, whose JSON schema
     (``schema_properties``) has `bounds` (minimum, exclusiveMinimum) besides the type, default, help and choices, and
     whose value the workflow's jobs pass on (``config_options``); `workflow_default`: the config's default where a
     study's groups differ from the command line's (shorter runs). `mib` True: the field holds bytes (its name ends in
@@ -268,7 +266,7 @@ def schema_properties(config_class) -> dict:
 
 
 def cli_options(config_class) -> list:
-    """The fields of a kind's settings that are command-line options (made by ``option``), in order."""
+    """The fields of a program's settings that are command-line options (made by ``option``), in order."""
     return [f for f in fields(config_class) if f.name not in PLAN_FIELDS and f.metadata.get("cli")]
 
 
@@ -281,7 +279,7 @@ def check_algorithm(library_name: str, name: str, tuned: str | None, *, own: boo
         return TUNED
     if name in OWN_ALGORITHMS and not own:
         raise ValueError(f"{name}: Horovod calls MPI_Allreduce itself, so only the library's native algorithms "
-                         "apply to train-tf")
+                         f"apply to {program('horovod').command}")
     algorithm(library_name, name)  # unknown names fail here, listing the valid ones
     return name
 

@@ -2,8 +2,9 @@
 
     python -m ardlab.rank --plan FILE      (ardlab.driver writes FILE; see ardlab.plan)
 
-It reads the plan, checks that this process runs the plan's library, runs the plan's kind (microbenchmark,
-ardlab.nn training, TensorFlow + Horovod training) and, on rank 0, writes the result atomically and prints it.
+It reads the plan, checks that this process runs the plan's library, runs the plan's program (``ardlab.programs``:
+the microbenchmark, ardlab.nn training, TensorFlow + Horovod training) and, on rank 0, writes the result atomically
+and prints it.
 ``ardlab ... --in-mpi`` (started by the user's own launcher) builds the same plan in-process and calls
 ``execute``.
 """
@@ -16,14 +17,8 @@ import sys
 from pathlib import Path
 
 from ardlab.plan import RunPlan
-from ardlab.results import BENCH_COLUMNS, TRAIN_COLUMNS, TRAIN_LOSS_COLUMNS, write_csv
-
-# What rank 0 prints of a training summary row.
-SHOWN = {
-    "train": ("model", "library", "algorithm", "parallel_mode", "ranks", "img_per_s", "final_loss", "final_accuracy",
-              "final_top5_accuracy"),
-    "train-tf": ("framework", "model", "library", "algorithm", "ranks", "img_per_s", "img_per_s_ci95", "final_loss"),
-}
+from ardlab.programs import program
+from ardlab.results import TRAIN_LOSS_COLUMNS, write_csv
 
 
 def execute(plan: RunPlan) -> list[dict] | None:
@@ -31,8 +26,9 @@ def execute(plan: RunPlan) -> list[dict] | None:
     from ardlab.bench import callsizes
     from ardlab.comm import detect, startup
 
+    prog = program(plan.program)
     # ahead of the MPI library: a training run times its Allreduce calls, and counts them where asked
-    callsizes.load_if_asked(training=plan.kind != "bench")
+    callsizes.load_if_asked(training=prog.trains)
     startup.init()
     from mpi4py import MPI
 
@@ -44,9 +40,9 @@ def execute(plan: RunPlan) -> list[dict] | None:
 
         os.environ.update(thread_env(plan.threads))  # for runtimes that read them when they load
     where = placement(plan.threads or 1)
-    if plan.kind == "bench":
+    if not prog.trains:
         return _bench(plan, where)
-    train = _counted(_train if plan.kind == "train" else _train_tf, int(where["nodes"]))
+    train = _counted(prog.code().on_rank, int(where["nodes"]))
     if plan.switch:
         rows = _switched(plan, train)
     else:
@@ -57,9 +53,9 @@ def execute(plan: RunPlan) -> list[dict] | None:
         return None
     for row in rows:
         row.update(where)
-        print(", ".join(f"{k}={row[k]}" for k in SHOWN[plan.kind]), flush=True)
+        print(", ".join(f"{k}={row[k]}" for k in prog.shown), flush=True)
     if plan.output:
-        write_csv(plan.output, TRAIN_COLUMNS, rows)
+        write_csv(plan.output, prog.columns(), rows)
     return rows
 
 
@@ -142,46 +138,15 @@ def placement(threads: int) -> dict:
 
 
 def _bench(plan: RunPlan, where: dict) -> list[dict] | None:
-    from mpi4py import MPI
-
-    from ardlab.bench import allreduce
-
-    rows = allreduce.measure(allreduce.Plan(library=plan.library, ranks=plan.ranks, nodes=plan.nodes,
-                                            tuned=plan.tuned, **plan.options), progress=plan.progress)
-    if MPI.COMM_WORLD.Get_rank() != 0:
+    """The microbenchmark's launch: its rows (rank 0) with their place in the rounds and where they ran."""
+    prog = program(plan.program)
+    rows = prog.code().on_rank(plan, None, None)
+    if rows is None:  # not rank 0
         return None
     rows = [plan.stamp(r) | where for r in rows]
     if plan.output:
-        write_csv(plan.output, BENCH_COLUMNS, rows)
+        write_csv(plan.output, prog.columns(), rows)
     return rows
-
-
-def _train(plan: RunPlan, comm, label: str | None) -> dict | None:
-    """An ardlab.nn training run on `comm` (None: COMM_WORLD); its row on rank 0, labelled `label` (None: the
-    algorithm the launch forces)."""
-    from mpi4py import MPI
-
-    from ardlab.comm import OWN_ALGORITHMS, forced_algorithm
-    from ardlab.nn.trainer import TrainConfig, run
-
-    opts = dict(plan.options)
-    if opts.get("input_shape") is not None:
-        opts["input_shape"] = tuple(opts["input_shape"])
-    own = plan.algorithm if plan.algorithm in OWN_ALGORITHMS else None
-    cfg = TrainConfig(**opts, allreduce=own or "native",
-                      algorithm_label=label or forced_algorithm(plan.library, os.environ), progress=plan.progress)
-    row = run(cfg, comm)
-    return row if MPI.COMM_WORLD.Get_rank() == 0 else None
-
-
-def _train_tf(plan: RunPlan, comm, label: str | None) -> dict | None:
-    """A TensorFlow + Horovod training run, Horovod started on `comm` (None: COMM_WORLD) and shut down after it when
-    given one; its row on rank 0, labelled `label` (None: the algorithm the launch forces)."""
-    from ardlab.horovod.train import TFConfig, run
-
-    os.environ.update(plan.env)  # Horovod's knobs, before hvd.init() (in-mpi runs have them nowhere else)
-    return run(TFConfig(**plan.options, threads=plan.threads, progress=plan.progress), comm=comm,
-               algorithm_label=label)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -235,7 +235,7 @@ def selected_algorithms(selection_file: str | os.PathLike) -> list[str]:
 
 
 # Environment variables recorded with every row as the knobs in force: the MPI libraries' and Horovod's settings,
-# and NumPy's huge-page advice for its buffers (ardlab.plan.KIND_ENV).
+# and NumPy's huge-page advice for its buffers (the microbenchmark's launch settings, ardlab.programs).
 @contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs):
     """`open` for writing whose result appears under `path` only when the block completes."""

@@ -28,7 +28,6 @@ is said: calls other than sums (Horovod's coordination) are listed but not tuned
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import time
 from collections.abc import Callable
@@ -36,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ardlab.advise.answer import COMPLETE, DEFAULTS
+from ardlab.programs import FRAMEWORKS
 
-FRAMEWORKS = {"tensorflow": "train-tf", "nn": "train"}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$")
 
 
@@ -132,16 +131,16 @@ class Job:
         if self.framework == "nn":
             from ardlab.nn import trainer
 
-            return trainer.run_plan(library_name, ranks=self.ranks, algorithm=algorithm, tuned=tuned, options={
+            return trainer.plan(library_name, ranks=self.ranks, algorithm=algorithm, tuned=tuned, options={
                 "model": self.model, "dataset": "synthetic", "batch_per_rank": self.batch_per_rank,
                 "steps": steps, "warmup_steps": 1}, **self.launch_fields())
         from ardlab.horovod import train
 
-        return train.run_plan(library_name, ranks=self.ranks, algorithm=algorithm, tuned=tuned,
-                              knobs={"fusion_threshold_mb": train.FUSION_THRESHOLD_MB},
-                              options={"model": self.model, "batch_per_rank": self.batch_per_rank,
-                                       "warmup_batches": 1, "batches_per_iter": steps, "iterations": 1},
-                              **self.launch_fields())
+        return train.plan(library_name, ranks=self.ranks, algorithm=algorithm, tuned=tuned,
+                          knobs={"fusion_threshold_mb": train.FUSION_THRESHOLD_MB},
+                          options={"model": self.model, "batch_per_rank": self.batch_per_rank,
+                                   "warmup_batches": 1, "batches_per_iter": steps, "iterations": 1},
+                          **self.launch_fields())
 
 
 @dataclass
@@ -314,15 +313,15 @@ def _bench_round(job: Job, alive: dict[str, list[str]], sizes: list[int], r: int
     """One round of the microbenchmark: every candidate still racing, one launch each, in a shuffled order."""
     import pandas as pd
 
-    from ardlab.bench.allreduce import run_plan
+    from ardlab.bench.allreduce import plan
     from ardlab.driver import run_comparison
     from ardlab.plan import Comparison
 
     variants = []
     for lib, names in alive.items():
-        base = run_plan(lib, ranks=job.ranks, sizes=sizes, algorithms=names, own=False, validate=True,
-                        skip_inapplicable=True, budget_mib=bench_mib, **job.launch_fields())
-        variants += [dataclasses.replace(base, options={**base.options, "algorithms": [n]}) for n in names]
+        base = plan(lib, ranks=job.ranks, sizes=sizes, algorithms=names, own=False, validate=True,
+                    skip_inapplicable=True, budget_mib=bench_mib, **job.launch_fields())
+        variants += [base.variant(n) for n in names]
     c = Comparison("advise-microbench", variants, rounds=1, first_round=r, seed=seed, progress=False)
     return pd.DataFrame(run_comparison(c))
 

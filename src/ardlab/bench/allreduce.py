@@ -20,7 +20,6 @@ forced by the launch environment.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import socket
 import sys
@@ -160,22 +159,36 @@ def make_plan(library_name: str, *, algorithm_names: list[str] | None, sweep: bo
     return Plan(library_name, names, sizes, ranks, nodes, **{**o, "skip_inapplicable": sweep or o["skip_inapplicable"]})
 
 
-def run_plan(library_name: str, *, ranks: int, sizes: list[int], algorithms: list[str] | None = None,
-             sweep: bool = False, own: bool = True, nodes: int = 1, tuned: str | None = None, **more) -> RunPlan:
+def plan(library_name: str, *, ranks: int, sizes: list[int], algorithms: list[str] | None = None,
+         sweep: bool = False, own: bool = True, nodes: int = 1, tuned: str | None = None, **more) -> RunPlan:
     """The validated run plan of a microbenchmark; `more`: measurement options (``OPTIONS``) and the RunPlan's launch
-    fields."""
+    fields. A plan of one algorithm carries it in its algorithm field too (a variant of a comparison)."""
     options = {k: more.pop(k) for k in list(more) if k in OPTIONS}
     p = make_plan(library_name, algorithm_names=algorithms, sweep=sweep, sizes=sizes, ranks=ranks, nodes=nodes,
                   own=own, tuned=tuned, **options)
     options = {k: v for k, v in asdict(p).items() if k not in PLAN_FIELDS}
-    return RunPlan("bench", p.library, p.ranks, nodes=p.nodes, tuned=p.tuned, options=options, **more)
+    name = p.algorithms[0] if len(p.algorithms) == 1 else DEFAULT
+    return RunPlan("microbench", p.library, p.ranks, algorithm=name, nodes=p.nodes, tuned=p.tuned, options=options,
+                   **more)
+
+
+def on_rank(plan: RunPlan, comm, label: str | None) -> list[dict] | None:
+    """The program's launch on this rank (ardlab.programs): every (algorithm, size) of the plan measured on
+    COMM_WORLD (`comm` and `label` are a training's: a microbenchmark launch measures the algorithms it forces); its
+    rows on rank 0, None elsewhere."""
+    from mpi4py import MPI
+
+    if comm is not None or label is not None:
+        raise ValueError("the microbenchmark measures on COMM_WORLD the algorithms its launch forces")
+    rows = measure(Plan(library=plan.library, ranks=plan.ranks, nodes=plan.nodes, tuned=plan.tuned, **plan.options),
+                   progress=plan.progress)
+    return rows if MPI.COMM_WORLD.Get_rank() == 0 else None
 
 
 def comparison(plan: RunPlan, *, rounds: int = 1, seed: int = 0) -> Comparison:
     """A microbenchmark plan as a comparison: one variant (one launch per round) per algorithm, the rows of all
     written to the plan's output."""
-    each = [dataclasses.replace(plan, output=None, options={**plan.options, "algorithms": [n]})
-            for n in plan.options["algorithms"]]
+    each = [plan.variant(n, output=None) for n in plan.options["algorithms"]]
     return Comparison(f"{plan.library}/n{plan.nodes}-r{plan.ranks}", each, rounds=rounds, seed=seed,
                       output=plan.output, progress=plan.progress)
 

@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 from ardlab.bench.timeloop import compile_against
+from ardlab.programs import FRAMEWORKS as TRAINING_FRAMEWORKS, program
 
 SOURCE = Path(__file__).with_name("callsizes.c")
 LIBRARY_FILE = "libardlab_callsizes.so"
@@ -35,7 +36,7 @@ ENV = "ARDLAB_CALLSIZES"  # the folder a rank writes its counts to; unset: nothi
 FIRST_CALL_ENV, NO_ALLREDUCE_MARK = "ARDLAB_FIRST_ALLREDUCE_S", "ARDLAB-NO-ALLREDUCE"
 COLUMNS = ["framework", "model", "library", "library_version", "ranks", "nodes", "setting", "steps", "op", "bytes",
            "calls", "calls_per_step"]
-FRAMEWORKS = ("nn", "tensorflow")
+FRAMEWORKS = tuple(TRAINING_FRAMEWORKS)  # nn, tensorflow
 
 
 def library_path(prefix: str | Path | None = None) -> Path:
@@ -159,11 +160,11 @@ def _plan(framework: str, library_name: str, ranks: int, model: str, setting: di
     if framework == "nn":
         from ardlab.nn import trainer
 
-        return trainer.run_plan(library_name, ranks=ranks, threads=1, progress=False, options={
+        return trainer.plan(library_name, ranks=ranks, threads=1, progress=False, options={
             "model": model, "dataset": "synthetic", "batch_per_rank": 16, "steps": steps, **setting})
     from ardlab.horovod import train
 
-    return train.run_plan(library_name, ranks=ranks, threads=1, progress=False, knobs=setting, options={
+    return train.plan(library_name, ranks=ranks, threads=1, progress=False, knobs=setting, options={
         "model": model, "batch_per_rank": 16, "warmup_batches": 1, "batches_per_iter": steps - 1, "iterations": 1})
 
 
@@ -182,27 +183,8 @@ def measure(framework: str, library_name: str, ranks: int, model: str, *, settin
     return count(_plan(framework, library_name, ranks, model, setting, steps))
 
 
-def steps_of(plan) -> int:
-    """The training steps a plan runs, warm-up included."""
-    o = plan.options
-    if plan.kind == "train":
-        if not o.get("steps"):
-            raise ValueError("a counted ardlab.nn run needs a step count (steps), not epochs")
-        return int(o.get("warmup_steps", 0)) + int(o["steps"])
-    return int(o.get("warmup_batches", 0)) + int(o["iterations"]) * int(o["batches_per_iter"])
-
-
-def setting_of(plan) -> str:
-    """The settings that shape a plan's calls: ardlab.nn's parallel mode (and bucket), Horovod's fusion threshold."""
-    if plan.kind == "train":
-        mode = plan.options.get("parallel_mode", "blocking")
-        bucket = f";bucket_bytes={plan.options['bucket_bytes']}" if mode == "bucketed" else ""
-        return f"parallel_mode={mode}{bucket}"
-    return f"fusion_threshold_mb={int(plan.env.get('HOROVOD_FUSION_THRESHOLD', 0)) / 2**20:g}"
-
-
 def count(plan, capture: bool = False) -> list[dict]:
-    """Run a training plan (ardlab.plan.RunPlan of kind train or train-tf, any launcher) with every Allreduce
+    """Run a training plan (ardlab.plan.RunPlan of a training program, any launcher) with every Allreduce
     counted on every rank; its rows (see the module's docstring). `capture`: the run's output is kept, shown only if
     it fails."""
     import csv
@@ -210,8 +192,9 @@ def count(plan, capture: bool = False) -> list[dict]:
 
     from ardlab import driver
 
-    if plan.kind not in ("train", "train-tf"):
-        raise ValueError(f"only training runs are counted, not {plan.kind!r}")
+    prog = program(plan.program)
+    if not prog.trains:
+        raise ValueError(f"only training runs are counted, not {plan.program!r}")
     # beside the output where there is one: on a cluster every node writes there (a shared file system)
     base = Path(plan.output).resolve().parent if plan.output else None
     if base is not None:
@@ -222,10 +205,10 @@ def count(plan, capture: bool = False) -> list[dict]:
         with open(plan.output, newline="") as f:
             summary = next(csv.DictReader(f))
         counts = read(folder, plan.ranks)
-    steps = steps_of(plan)
-    return [{"framework": "nn" if plan.kind == "train" else "tensorflow", "model": plan.options["model"],
+    steps, setting = prog.code().steps_run(plan.options), prog.code().call_setting(plan)
+    return [{"framework": prog.framework, "model": plan.options["model"],
              "library": plan.library, "library_version": summary["library_version"], "ranks": plan.ranks,
-             "nodes": plan.nodes, "setting": setting_of(plan), "steps": steps, "op": c.op, "bytes": int(c.bytes),
+             "nodes": plan.nodes, "setting": setting, "steps": steps, "op": c.op, "bytes": int(c.bytes),
              "calls": int(c.calls), "calls_per_step": f"{c.calls / steps:g}"}
             for c in counts.itertuples()]
 

@@ -21,12 +21,12 @@ SIZES = [4, 1 << 20, 4 << 20, 16 << 20]
 def run(libraries: list[str], ranks: int, repeat: int):
     import pandas as pd
 
-    from ardlab.bench.allreduce import comparison, run_plan
+    from ardlab.bench.allreduce import comparison, plan
     from ardlab.driver import run_comparison
 
     frames = []
     for lib in libraries:  # paired rounds: every algorithm of the library once per round, in a shuffled order
-        rows = run_comparison(comparison(run_plan(lib, sweep=True, sizes=SIZES, ranks=ranks, progress=False),
+        rows = run_comparison(comparison(plan(lib, sweep=True, sizes=SIZES, ranks=ranks, progress=False),
                                          rounds=repeat))
         frames.append(pd.DataFrame(rows).astype({"size_bytes": int, "avg_us": float}))
     return pd.concat(frames)

@@ -76,7 +76,7 @@ TOOLS = {
     "python": ("ardlab", {"timer": "python"}, {}),
     "c@multiple": ("ardlab", {"timer": "c"}, {"MPI4PY_RC_THREAD_LEVEL": "multiple"}),
     # ardlab's buffers with NumPy's huge-page advice (arrays of 4 MiB and more), which the microbenchmark turns off
-    # to allocate as IMB does (ardlab.plan.KIND_ENV)
+    # to allocate as IMB does (the microbenchmark's launch settings, ardlab.programs)
     "c-huge": ("ardlab", {"timer": "c"}, {"NUMPY_MADVISE_HUGEPAGE": "1"}),
 }
 # What a run measures unless told (--tools): IMB and ardlab's default timer, the pair the agreement is about.
@@ -156,13 +156,14 @@ def run_ardlab(library_name: str, algorithm: str, sizes: list[int], ranks: int, 
                env: dict[str, str] | None = None, max_iterations: int | None = None) -> list[dict]:
     """One launch of ardlab's microbenchmark with `timer`, at thread level single unless `env` says otherwise, at most
     `max_iterations` timed calls a size (default: the microbenchmark's)."""
-    from ardlab.bench.allreduce import comparison, run_plan
+    from ardlab.bench import allreduce
+    from ardlab.bench.allreduce import comparison
     from ardlab.comm.startup import THREAD_LEVEL_VAR
     from ardlab.driver import run_comparison
 
     more = {} if max_iterations is None else {"max_iterations": max_iterations}
-    plan = run_plan(library_name, ranks=ranks, sizes=sizes, algorithms=[algorithm], timer=timer, progress=False,
-                    env={THREAD_LEVEL_VAR: "single", **(env or {})}, **more)
+    plan = allreduce.plan(library_name, ranks=ranks, sizes=sizes, algorithms=[algorithm], timer=timer,
+                          progress=False, env={THREAD_LEVEL_VAR: "single", **(env or {})}, **more)
     return [{"size_bytes": int(r["size_bytes"]), "iterations": int(r["iterations"]), "avg_us": float(r["avg_us"])}
             for r in run_comparison(comparison(plan))]
 

@@ -105,8 +105,8 @@ def horovod_env(**knobs) -> dict[str, str]:
     return env
 
 
-def run_plan(library_name: str, *, ranks: int, algorithm: str = DEFAULT, tuned: str | None = None,
-             options: dict, knobs: dict | None = None, **run) -> RunPlan:
+def plan(library_name: str, *, ranks: int, algorithm: str = DEFAULT, tuned: str | None = None,
+         options: dict, knobs: dict | None = None, **run) -> RunPlan:
     """The validated run plan of TensorFlow + Horovod training (`options`: TFConfig fields; `knobs`: Horovod's,
     see ``horovod_env``; `run`: launch fields)."""
     from ardlab.horovod.models import model_names
@@ -122,7 +122,26 @@ def run_plan(library_name: str, *, ranks: int, algorithm: str = DEFAULT, tuned: 
     if clash:
         raise ValueError(f"setting {clash[0]} is Horovod's knob here; pass it as a knob")
     env = {**given, **env}
-    return RunPlan("train-tf", library_name, ranks, algorithm=name, tuned=tuned, options=opts, env=env, **run)
+    return RunPlan("horovod", library_name, ranks, algorithm=name, tuned=tuned, options=opts, env=env, **run)
+
+
+def on_rank(plan: RunPlan, comm, label: str | None) -> dict | None:
+    """The program's launch on this rank (ardlab.programs): a training run, Horovod started on `comm` (None:
+    COMM_WORLD) and shut down after it when given one; its row on rank 0, labelled `label` (None: the algorithm the
+    launch forces)."""
+    os.environ.update(plan.env)  # Horovod's knobs, before hvd.init() (in-mpi runs have them nowhere else)
+    return run(TFConfig(**plan.options, threads=plan.threads, progress=plan.progress), comm=comm,
+               algorithm_label=label)
+
+
+def steps_run(options: dict) -> int:
+    """The training steps a plan with these options runs, warm-up included (the call counter's divisor)."""
+    return int(options.get("warmup_batches", 0)) + int(options["iterations"]) * int(options["batches_per_iter"])
+
+
+def call_setting(plan: RunPlan) -> str:
+    """The settings that shape a plan's Allreduce calls: Horovod's fusion threshold."""
+    return f"fusion_threshold_mb={int(plan.env.get('HOROVOD_FUSION_THRESHOLD', 0)) / 2**20:g}"
 
 
 def require_horovod() -> None:

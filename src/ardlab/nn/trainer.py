@@ -102,8 +102,8 @@ class TrainConfig(TrainingOptions):
                           "records which ran)", _backends, schema=True)
 
 
-def run_plan(library_name: str, *, ranks: int, algorithm: str = DEFAULT, tuned: str | None = None,
-             options: dict, **run) -> RunPlan:
+def plan(library_name: str, *, ranks: int, algorithm: str = DEFAULT, tuned: str | None = None,
+         options: dict, **run) -> RunPlan:
     """The validated run plan of ardlab.nn training (`options`: TrainConfig fields; `run`: launch fields)."""
     from ardlab.nn import PARALLEL_MODES
     from ardlab.nn.models import MODELS
@@ -123,6 +123,39 @@ def run_plan(library_name: str, *, ranks: int, algorithm: str = DEFAULT, tuned: 
     if opts.get("input_shape") is not None:
         opts["input_shape"] = list(opts["input_shape"])
     return RunPlan("train", library_name, ranks, algorithm=name, tuned=tuned, options=opts, **run)
+
+
+def on_rank(plan: RunPlan, comm, label: str | None) -> dict | None:
+    """The program's launch on this rank (ardlab.programs): a training run on `comm` (None: COMM_WORLD); its row on
+    rank 0, labelled `label` (None: the algorithm the launch forces)."""
+    import os
+
+    from mpi4py import MPI
+
+    from ardlab.comm import OWN_ALGORITHMS, forced_algorithm
+
+    opts = dict(plan.options)
+    if opts.get("input_shape") is not None:
+        opts["input_shape"] = tuple(opts["input_shape"])
+    own = plan.algorithm if plan.algorithm in OWN_ALGORITHMS else None
+    cfg = TrainConfig(**opts, allreduce=own or "native",
+                      algorithm_label=label or forced_algorithm(plan.library, os.environ), progress=plan.progress)
+    row = run(cfg, comm)
+    return row if MPI.COMM_WORLD.Get_rank() == 0 else None
+
+
+def steps_run(options: dict) -> int:
+    """The training steps a plan with these options runs, warm-up included (the call counter's divisor)."""
+    if not options.get("steps"):
+        raise ValueError("a counted ardlab.nn run needs a step count (steps), not epochs")
+    return int(options.get("warmup_steps", 0)) + int(options["steps"])
+
+
+def call_setting(plan: RunPlan) -> str:
+    """The settings that shape a plan's Allreduce calls: its parallel mode (and bucket)."""
+    mode = plan.options.get("parallel_mode", "blocking")
+    bucket = f";bucket_bytes={plan.options['bucket_bytes']}" if mode == "bucketed" else ""
+    return f"parallel_mode={mode}{bucket}"
 
 
 @dataclass

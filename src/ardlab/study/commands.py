@@ -180,9 +180,9 @@ def tuned_check_plan(config: dict, lib: str, scale: str, tuned_path: str, output
     sizes: every rank's result is checked against the exact sum (``--validate``); a wrong one fails the job."""
     nodes, ranks = parse_scale(scale)
     sizes = parse_sizes(config["microbench"]["sizes"])
-    return allreduce.run_plan(lib, ranks=ranks, nodes=nodes, sizes=sizes, validate=True, tuned=tuned_path,
-                              iterations=CHECK_ITERATIONS, skip_inapplicable=True, output=output,
-                              **_launch(config, "microbench", lib, 1))
+    return allreduce.plan(lib, ranks=ranks, nodes=nodes, sizes=sizes, validate=True, tuned=tuned_path,
+                          iterations=CHECK_ITERATIONS, skip_inapplicable=True, output=output,
+                          **_launch(config, "microbench", lib, 1))
 
 
 def tuned_check_command(config: dict, lib: str, scale: str, tuned_path: str, output: str) -> str:
@@ -215,9 +215,9 @@ def pick_check_comparison(config: dict, job: Job, picks_path: str, calls: str, o
     rank's result checked against the exact sum (``--validate``); a wrong one fails the job."""
     sizes = check_sizes(calls)
     libs = config["libraries"]
-    variants = [allreduce.run_plan(lib, ranks=job.ranks, nodes=job.nodes, sizes=sizes, algorithms=[DEFAULT],
-                                   validate=True, iterations=CHECK_ITERATIONS, skip_inapplicable=True, output=output,
-                                   **_launch(config, "microbench", lib, 1)) for lib in libs]
+    variants = [allreduce.plan(lib, ranks=job.ranks, nodes=job.nodes, sizes=sizes, algorithms=[DEFAULT],
+                               validate=True, iterations=CHECK_ITERATIONS, skip_inapplicable=True, output=output,
+                               **_launch(config, "microbench", lib, 1)) for lib in libs]
     picks = _picks(job, config)
     return Comparison(f"pick-check/{job.kind}/{job.model}-{job.mode}/{scale_name(job.ranks, job.nodes)}", variants,
                       rounds=1, seed=config["seed"], output=output, progress=False,

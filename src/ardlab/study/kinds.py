@@ -131,13 +131,13 @@ def _tuned_phase_jobs(config: dict, kind: Kind) -> list[Job]:
 
 
 def bench_variant(job: Job, sec: dict, lib: str, algorithm: str, tuned: str | None, launch: dict) -> RunPlan:
-    return allreduce.run_plan(lib, ranks=job.ranks, nodes=job.nodes, sizes=parse_sizes(sec["sizes"]),
-                              algorithms=None if tuned else [algorithm], tuned=tuned,
-                              **config_options(allreduce.Plan, sec), skip_inapplicable=True, **launch)
+    return allreduce.plan(lib, ranks=job.ranks, nodes=job.nodes, sizes=parse_sizes(sec["sizes"]),
+                          algorithms=None if tuned else [algorithm], tuned=tuned,
+                          **config_options(allreduce.Plan, sec), skip_inapplicable=True, **launch)
 
 
 def _nn_variant(job: Job, sec: dict, lib: str, algorithm: str, tuned: str | None, launch: dict) -> RunPlan:
-    return trainer.run_plan(lib, ranks=job.ranks, nodes=job.nodes, algorithm=algorithm, tuned=tuned, options={
+    return trainer.plan(lib, ranks=job.ranks, nodes=job.nodes, algorithm=algorithm, tuned=tuned, options={
         "model": job.model, "dataset": "synthetic", "parallel_mode": job.mode,
         **config_options(trainer.TrainConfig, sec)}, **launch)
 
@@ -148,9 +148,9 @@ FUSION = Axis("fusion_threshold_mb", {"type": "number", "minimum": 0}, [horovod_
 
 
 def _horovod_variant(job: Job, sec: dict, lib: str, algorithm: str, tuned: str | None, launch: dict) -> RunPlan:
-    return horovod_train.run_plan(lib, ranks=job.ranks, nodes=job.nodes, algorithm=algorithm, tuned=tuned,
-                                  options={"model": job.model, **config_options(horovod_train.TFConfig, sec)},
-                                  knobs={"fusion_threshold_mb": FUSION.value(job.mode)}, **launch)
+    return horovod_train.plan(lib, ranks=job.ranks, nodes=job.nodes, algorithm=algorithm, tuned=tuned,
+                              options={"model": job.model, **config_options(horovod_train.TFConfig, sec)},
+                              knobs={"fusion_threshold_mb": FUSION.value(job.mode)}, **launch)
 
 
 def _nn_models() -> Mapping[str, Any]:

@@ -1,0 +1,78 @@
+"""The measuring programs' registry (ardlab.programs): each named once, each offering the same interface, and no
+code outside the registry branching on a program's name."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from ardlab import programs, results
+from ardlab.plan import RunPlan
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "ardlab"
+
+
+def test_each_program_is_named_as_its_rows_folder():
+    """A program's name is the workflow kind and raw folder its rows go to (results.ROW_FILES)."""
+    for name, p in programs.PROGRAMS.items():
+        assert name in results.ROW_FILES, name
+        assert results.ROW_FILES[name][1] == p.rows, name
+
+
+@pytest.mark.parametrize("name", list(programs.PROGRAMS))
+def test_each_program_offers_the_interface(name):
+    p = programs.program(name)
+    code = p.code()
+    for hook in ("plan", "on_rank") + (("steps_run", "call_setting") if p.trains else ()):
+        assert callable(getattr(code, hook, None)), f"{p.module} lacks {hook}()"
+    assert p.columns() == (results.TRAIN_COLUMNS if p.trains else results.BENCH_COLUMNS)
+    assert set(p.shown) <= set(p.columns())
+
+
+def test_an_unknown_program_is_named():
+    with pytest.raises(ValueError, match="unknown program 'bench'; valid: microbench, train, horovod"):
+        RunPlan("bench", "mpich", 2)
+    with pytest.raises(ValueError, match="unknown framework 'torch'; valid: nn, tensorflow"):
+        programs.of_framework("torch")
+
+
+def test_a_variant_carries_its_algorithm_in_its_algorithm_field():
+    """The microbenchmark also reads it from its options; a label needs no program's own rule."""
+    from ardlab.bench import allreduce
+    from ardlab.nn import trainer
+
+    bench = allreduce.plan("mpich", ranks=2, sizes=[8], algorithms=["ring", "recursive_doubling"])
+    ring = bench.variant("ring")
+    assert (ring.algorithm, ring.options["algorithms"], ring.label) == ("ring", ["ring"], "mpich/ring")
+    assert allreduce.plan("mpich", ranks=2, sizes=[8], algorithms=["ring"]).algorithm == "ring"
+    train = trainer.plan("mpich", ranks=2, options={"model": "simplecnn", "steps": 2}).variant("ring")
+    assert (train.algorithm, train.label, "algorithms" in train.options) == ("ring", "mpich/ring", False)
+
+
+def _name_branches(tree: ast.AST) -> list[int]:
+    """Lines comparing something named program/kind (an attribute or a variable) with a string literal."""
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        named = any(isinstance(s, ast.Attribute) and s.attr in ("program", "kind") for s in sides)
+        literal = any(isinstance(s, ast.Constant) and isinstance(s.value, str) for s in sides) or any(
+            isinstance(s, (ast.Tuple, ast.List, ast.Set)) and s.elts and all(isinstance(e, ast.Constant) for e in s.elts)
+            for s in sides)
+        if named and literal:
+            out.append(node.lineno)
+    return out
+
+
+def test_no_code_branches_on_a_programs_name():
+    """What differs between programs is a field of their record, not an `if plan.program == "..."` elsewhere. (The
+    workflow's kinds, ardlab.study, are the workflow's own: a later step folds them into the registry.)"""
+    found = {}
+    for path in SRC.rglob("*.py"):
+        if path.name == "programs.py" or "study" in path.parts or "experiments" in path.parts:
+            continue
+        lines = _name_branches(ast.parse(path.read_text()))
+        if lines:
+            found[str(path.relative_to(SRC))] = lines
+    assert not found, found
