@@ -23,7 +23,7 @@ def test_each_program_is_named_as_its_rows_folder():
 def test_each_program_offers_the_interface(name):
     p = programs.program(name)
     code = p.code()
-    for hook in ("plan", "on_rank") + (("steps_run", "call_setting") if p.trains else ()):
+    for hook in ("plan", "on_rank") + (("steps_run", "ask_steps", "call_setting") if p.trains else ()):
         assert callable(getattr(code, hook, None)), f"{p.module} lacks {hook}()"
     assert p.columns() == (results.TRAIN_COLUMNS if p.trains else results.BENCH_COLUMNS)
     assert set(p.shown) <= set(p.columns())
@@ -58,7 +58,7 @@ def _name_branches(tree: ast.AST) -> list[int]:
         sides = [node.left, *node.comparators]
         named = any(isinstance(s, ast.Attribute) and s.attr in ("program", "kind") for s in sides)
         literal = any(isinstance(s, ast.Constant) and isinstance(s.value, str) for s in sides) or any(
-            isinstance(s, (ast.Tuple, ast.List, ast.Set)) and s.elts and all(isinstance(e, ast.Constant) for e in s.elts)
+            isinstance(s, (ast.Tuple, ast.List, ast.Set)) and all(isinstance(e, ast.Constant) for e in s.elts)
             for s in sides)
         if named and literal:
             out.append(node.lineno)
@@ -76,3 +76,11 @@ def test_no_code_branches_on_a_programs_name():
         if lines:
             found[str(path.relative_to(SRC))] = lines
     assert not found, found
+
+
+@pytest.mark.parametrize("name", [n for n, p in programs.PROGRAMS.items() if p.trains])
+def test_asking_a_training_for_steps_runs_that_many_and_one_more(name):
+    """ask_steps(n) asks for n timed steps after one untimed one; steps_run counts all n + 1 (the call counter's
+    divisor: every call the run made, per step it ran)."""
+    code = programs.program(name).code()
+    assert code.steps_run(code.ask_steps(7)) == 8

@@ -10,8 +10,9 @@ name. Its module offers the same interface:
 - ``on_rank(plan, comm, label)``: what every rank of a launch runs; rank 0 returns its rows (a training: its one
   summary row), the others None. `comm` is the communicator to train on (None: COMM_WORLD), `label` the algorithm
   its row names (None: the one the launch forces);
-- a training's also ``steps_run(options) -> int`` (the steps a plan runs, warm-up included) and
-  ``call_setting(plan) -> str`` (the settings that shape its Allreduce calls, as the call counter's rows name them).
+- a training's also ``steps_run(options) -> int`` (the steps a plan runs, warm-up included), ``ask_steps(timed) ->
+  dict`` (the options asking for `timed` timed steps after one untimed step) and ``call_setting(plan) -> str`` (the
+  settings that shape its Allreduce calls, as the call counter's rows name them).
 
 This module imports none of them until asked: the driver reads a record without loading TensorFlow.
 """

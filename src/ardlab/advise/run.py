@@ -133,14 +133,13 @@ class Job:
 
             return trainer.plan(library_name, ranks=self.ranks, algorithm=algorithm, tuned=tuned, options={
                 "model": self.model, "dataset": "synthetic", "batch_per_rank": self.batch_per_rank,
-                "steps": steps, "warmup_steps": 1}, **self.launch_fields())
+                **trainer.ask_steps(steps)}, **self.launch_fields())
         from ardlab.horovod import train
 
         return train.plan(library_name, ranks=self.ranks, algorithm=algorithm, tuned=tuned,
                           knobs={"fusion_threshold_mb": train.FUSION_THRESHOLD_MB},
                           options={"model": self.model, "batch_per_rank": self.batch_per_rank,
-                                   "warmup_batches": 1, "batches_per_iter": steps, "iterations": 1},
-                          **self.launch_fields())
+                                   **train.ask_steps(steps)}, **self.launch_fields())
 
 
 @dataclass

@@ -161,11 +161,11 @@ def _plan(framework: str, library_name: str, ranks: int, model: str, setting: di
         from ardlab.nn import trainer
 
         return trainer.plan(library_name, ranks=ranks, threads=1, progress=False, options={
-            "model": model, "dataset": "synthetic", "batch_per_rank": 16, "steps": steps, **setting})
+            "model": model, "dataset": "synthetic", "batch_per_rank": 16, **trainer.ask_steps(steps - 1), **setting})
     from ardlab.horovod import train
 
     return train.plan(library_name, ranks=ranks, threads=1, progress=False, knobs=setting, options={
-        "model": model, "batch_per_rank": 16, "warmup_batches": 1, "batches_per_iter": steps - 1, "iterations": 1})
+        "model": model, "batch_per_rank": 16, **train.ask_steps(steps - 1)})
 
 
 def measure(framework: str, library_name: str, ranks: int, model: str, *, setting: dict | None = None,

@@ -139,6 +139,11 @@ def steps_run(options: dict) -> int:
     return int(options.get("warmup_batches", 0)) + int(options["iterations"]) * int(options["batches_per_iter"])
 
 
+def ask_steps(timed: int) -> dict:
+    """The options that ask for `timed` timed steps after one warm-up batch, as one timed iteration."""
+    return {"warmup_batches": 1, "batches_per_iter": timed, "iterations": 1}
+
+
 def call_setting(plan: RunPlan) -> str:
     """The settings that shape a plan's Allreduce calls: Horovod's fusion threshold."""
     return f"fusion_threshold_mb={int(plan.env.get('HOROVOD_FUSION_THRESHOLD', 0)) / 2**20:g}"

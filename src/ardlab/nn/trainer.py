@@ -145,10 +145,16 @@ def on_rank(plan: RunPlan, comm, label: str | None) -> dict | None:
 
 
 def steps_run(options: dict) -> int:
-    """The training steps a plan with these options runs, warm-up included (the call counter's divisor)."""
+    """The training steps a plan with these options runs, its untimed first step included (the call counter's
+    divisor). `warmup_steps` is the learning rate's warm-up, within those steps, not steps of its own."""
     if not options.get("steps"):
         raise ValueError("a counted ardlab.nn run needs a step count (steps), not epochs")
-    return int(options.get("warmup_steps", 0)) + int(options["steps"])
+    return int(options["steps"])
+
+
+def ask_steps(timed: int) -> dict:
+    """The options that ask for `timed` timed steps after one untimed step (the first step is never timed)."""
+    return {"steps": timed + 1}
 
 
 def call_setting(plan: RunPlan) -> str:
