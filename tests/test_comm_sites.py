@@ -89,3 +89,60 @@ def test_libraries_add_registers_what_every_command_then_knows(tmp_path):
     bad = ardlab("libraries", "add", "x-site", "--family", "lam", "--mpicc", sys.executable, "--mpiexec",
                  sys.executable, env=env, check=False)
     assert bad.returncode == 2 and "family 'lam' is not one of" in bad.stderr
+
+
+def _probed(tmp_path, monkeypatch, record) -> "object":
+    """ompi-site's table entry with `record` as what its environment's probe wrote (under a throwaway ARDLAB_ENVS)."""
+    import json
+
+    monkeypatch.setenv("ARDLAB_ENVS", str(tmp_path))
+    (tmp_path / "ompi-site").mkdir()
+    (tmp_path / "ompi-site" / sites.ACCEPTS_FILE).write_text(record if isinstance(record, str) else json.dumps(record))
+    (site,) = sites.parse(GOOD, "f.toml", FAMILIES)
+    return site_library(site)
+
+
+def test_what_a_sites_build_refused_is_left_out_and_named(tmp_path, monkeypatch):
+    """The set-up's probe (ardlab.comm.accepts) found the build refusing one of its family's algorithms: the table
+    leaves it out, and asking for it names what the library said."""
+    from ardlab.comm.libraries import algorithm, algorithms
+
+    why = "Invalid MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM value (ring)"
+    lib = _probed(tmp_path, monkeypatch, {"accepted": ["basic_linear"], "refused": {"ring": why}, "unprobed": {}})
+    assert "ring" not in lib.algorithms and lib.refused == {"ring": why}
+    assert set(lib.algorithms) == set(BUILT_IN["openmpi"].algorithms) - {"ring"}
+    monkeypatch.setitem(LIBRARIES, "ompi-site", lib)
+    assert "ring" not in algorithms("ompi-site")
+    with pytest.raises(ValueError, match=r"does not accept Allreduce algorithm 'ring'.*\(Invalid MPIR_CVAR"):
+        algorithm("ompi-site", "ring")
+    (tmp_path / "sites.toml").write_text(GOOD)
+    listed = ardlab("libraries", "list", env={**os.environ, "ARDLAB_SITE_LIBRARIES": str(tmp_path / "sites.toml")})
+    assert f"refuses ring: {why}" in listed.stdout
+
+
+@pytest.mark.parametrize("record, words", [
+    ("{not json", "unreadable"),
+    ('{"accepted": "ring", "refused": {}, "unprobed": {}}', "not a record of accepted, refused and unprobed"),
+])
+def test_a_broken_probe_record_is_refused_naming_its_file(tmp_path, monkeypatch, record, words):
+    with pytest.raises(sites.SiteError, match=f"ompi-site.*{sites.ACCEPTS_FILE}.*{words}"):
+        _probed(tmp_path, monkeypatch, record)
+
+
+def test_an_unprobed_sites_build_offers_its_familys_every_algorithm(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARDLAB_ENVS", str(tmp_path))
+    assert sites.accepts("ompi-site") is None
+    (site,) = sites.parse(GOOD, "f.toml", FAMILIES)
+    assert site_library(site).algorithms == BUILT_IN["openmpi"].algorithms
+
+
+def test_a_refusal_is_told_in_the_librarys_own_words():
+    import subprocess
+
+    from ardlab.comm.accepts import why_refused
+
+    said = ("Abort(1090831) on node 0: Fatal error in internal_Init: Invalid MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM "
+            "value (ring)\n")
+    proc = subprocess.CompletedProcess([], 1, stdout="", stderr="[mpiexec@vm] cleaning up\n" + said)
+    assert "Invalid MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM value (ring)" in why_refused(proc)
+    assert why_refused(subprocess.CompletedProcess([], 3, stdout="", stderr="")) == "exit 3, no output"

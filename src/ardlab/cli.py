@@ -631,6 +631,10 @@ def _libraries(args: argparse.Namespace) -> int:
         site = lib.site
         where = f"site, {site.source}: mpicc {site.mpicc}, mpiexec {site.mpiexec}" if site else "built in"
         print(f"{lib.name:20s} {lib.display} (family {lib.family}; {where})")
+        if site and sites.accepts(lib.name) is None:
+            print(f"{'':20s} its build not probed yet (containers/setup-envs): the family's every algorithm offered")
+        for name, why in lib.refused.items():
+            print(f"{'':20s} refuses {name}: {why}")
     return 0
 
 

@@ -7,8 +7,8 @@ from ardlab.comm.libraries import BUILT_IN, LIBRARIES, algorithms, library
 
 
 def main(argv: list[str]) -> int:
-    usage = ("usage: python -m ardlab.comm (names [--built-in] | pip LIBRARY | site LIBRARY | algorithms LIBRARY | "
-             "tuned-env LIBRARY FILE | fabric LIBRARY)")
+    usage = ("usage: python -m ardlab.comm (names [--built-in] | pip LIBRARY | site LIBRARY | accepts LIBRARY | "
+             "algorithms LIBRARY | tuned-env LIBRARY FILE | fabric LIBRARY)")
     if not argv:
         print(usage, file=sys.stderr)
         return 2
@@ -26,6 +26,10 @@ def main(argv: list[str]) -> int:
             if site is not None:  # nothing for a built-in library
                 check_installation(site)
                 print(f"{site.mpicc}\n{site.mpiexec}")
+        elif argv[0] == "accepts" and len(argv) == 2:  # a site library's build probed (install-env)
+            from ardlab.comm import accepts
+
+            return accepts.main(argv[1])
         elif argv[0] == "algorithms" and len(argv) == 2:
             print("\n".join(algorithms(argv[1])))
         elif argv[0] == "tuned-env" and len(argv) == 3:  # for `eval` in job scripts

@@ -19,7 +19,10 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ardlab.comm.libraries import DEFAULT, library, run_env, runtime_path_settings
-from ardlab.comm.sites import repo_root  # one definition, in the stdlib-only module the table reads
+from ardlab.comm.sites import (
+    envs_root,
+    repo_root as repo_root,  # re-exported; one definition, in the stdlib-only module
+)
 
 # The thread-count variables of the runtimes a rank may load (OpenMP, OpenBLAS, MKL): all set together, so no
 # library falls back to one thread per core when a rank should have its share only.
@@ -36,8 +39,7 @@ def thread_env(threads: int) -> dict[str, str]:
 def env_prefix(library_name: str) -> Path:
     """Where the environment of `library_name` lives: $ARDLAB_ENVS/<name> or <repo>/.envs/<name>."""
     library(library_name)
-    base = os.environ.get("ARDLAB_ENVS")
-    return Path(base) / library_name if base else repo_root() / ".envs" / library_name
+    return envs_root() / library_name
 
 
 def python_of(library_name: str) -> Path:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from ardlab.comm.ranks import pof2_floor
-from ardlab.comm.sites import Site, load
+from ardlab.comm.sites import Site, accepts, load
 
 SEGMENT_BYTES = 65536  # the segment of Open MPI's segmented ring as the table forces it (ardlab.comm.families)
 
@@ -225,6 +225,9 @@ class Library:
     # installation registered by family (ardlab.comm.sites) is the family's entry under its own name, with `site` set.
     family: str = ""
     site: Site | None = None
+    # A site library's family algorithms its build refused when its environment was set up (ardlab.comm.accepts):
+    # name -> what the library said. They are not among its `algorithms`; asking for one names why.
+    refused: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.family:
@@ -547,9 +550,15 @@ FAMILIES: dict[str, str] = {name: lib.display for name, lib in BUILT_IN.items()}
 
 
 def site_library(site: Site) -> Library:
-    """A site's registered installation as a table entry: its family's, under its own name and display."""
-    return dataclasses.replace(BUILT_IN[site.family], name=site.name, display=site.display, pip_packages=(),
-                               family=site.family, site=site)
+    """A site's registered installation as a table entry: its family's, under its own name and display, without the
+    algorithms its build refused when its environment was set up (``ardlab.comm.sites.accepts``; none probed yet:
+    the family's every one)."""
+    family = BUILT_IN[site.family]
+    probed = accepts(site.name)
+    refused = dict(probed["refused"]) if probed else {}
+    return dataclasses.replace(family, name=site.name, display=site.display, pip_packages=(), family=site.family,
+                               site=site, refused=refused,
+                               algorithms={n: a for n, a in family.algorithms.items() if n not in refused})
 
 
 # The built-in libraries, then the site's registered ones (ardlab.comm.sites; a bad registration stops here, named).
@@ -595,6 +604,11 @@ def algorithms(library_name: str, *, own: bool = True) -> dict[str, Algorithm]:
 
 def algorithm(library_name: str, name: str) -> Algorithm:
     algs = algorithms(library_name)
+    lib = library(library_name)
+    if name in lib.refused:
+        raise ValueError(f"{lib.display} does not accept Allreduce algorithm {name!r}, which its family's knob names: "
+                         f"its build refused it when its environment was set up ({lib.refused[name]}); valid: "
+                         f"{', '.join(algs)}")
     if name not in algs:
         raise ValueError(
             f"unknown Allreduce algorithm {name!r} for {library(library_name).display}; "

@@ -18,12 +18,16 @@ One table a library, its name the table's::
     display = "Open MPI 4.1 (Debian)"        # optional: how tables name it
 
 `containers/install-env NAME PREFIX` builds its environment (mpi4py from source with that mpicc, the launcher linked
-in as the environment's bin/mpiexec) and refuses it when the library's own version string is not of its family. What
-the family's knobs really do in a site's build is for the proofs to show (`ardlab probe`), not assumed.
+in as the environment's bin/mpiexec) and refuses it when the library's own version string is not of its family. A
+site's build need not accept every algorithm its family's knob can name (Debian's MPICH 4.0.2 refuses `ring` at
+MPI_Init; the 5.0 wheel has it): the set-up probes each one (``ardlab.comm.accepts``) and writes what the build
+accepted and refused into the environment (``ACCEPTS_FILE``), which the table reads (``accepts``). What an accepted
+knob really runs is for the proofs to show (`ardlab probe`), not assumed.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import re
@@ -32,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FILE_NAME = "site-libraries.toml"
+# What a site library's build accepted and refused of its family's algorithms, in its environment (ardlab.comm.accepts)
+ACCEPTS_FILE = "ardlab-site-algorithms.json"
 NAME = re.compile(r"[a-z][a-z0-9_-]*")
 KEYS = {"family": True, "mpicc": True, "mpiexec": True, "display": False}  # key -> required
 
@@ -56,6 +62,31 @@ class Site:
 def repo_root() -> Path:
     """The source checkout holding this package (src layout)."""
     return Path(__file__).resolve().parents[3]
+
+
+def envs_root() -> Path:
+    """Where the libraries' environments live: $ARDLAB_ENVS, or the checkout's .envs."""
+    base = os.environ.get("ARDLAB_ENVS")
+    return Path(base) if base else repo_root() / ".envs"
+
+
+def accepts(name: str) -> dict | None:
+    """What the build of site library `name` accepted and refused when its environment was set up (``ACCEPTS_FILE``:
+    ``accepted``, a list; ``refused`` and ``unprobed``, algorithm -> why), or None where no environment was probed
+    (the table then offers the family's every algorithm). SiteError naming the file where it is not such a record."""
+    path = envs_root() / name / ACCEPTS_FILE
+    try:
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, json.JSONDecodeError) as e:
+        raise SiteError(f"site library {name!r}: {path} is unreadable ({e}); rebuild its environment "
+                        "(containers/setup-envs)") from None
+    shape = {"accepted": list, "refused": dict, "unprobed": dict}
+    if not isinstance(record, dict) or any(not isinstance(record.get(k), t) for k, t in shape.items()):
+        raise SiteError(f"site library {name!r}: {path} is not a record of accepted, refused and unprobed algorithms; "
+                        "rebuild its environment (containers/setup-envs)")
+    return record
 
 
 def registry_files() -> list[Path]:
