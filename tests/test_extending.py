@@ -172,6 +172,40 @@ def test_an_own_algorithm_is_a_row_and_its_module(repo):
     assert len(rows) == 3 and all(",own_throwaway," in r for r in rows[1:]), rows
 
 
+PROGRAM = '''"""A throwaway measuring program: one summing Allreduce size, timed by the microbenchmark's loop."""
+
+from ardlab.bench import allreduce
+from ardlab.plan import RunPlan
+
+
+def plan(library_name: str, *, ranks: int, **launch) -> RunPlan:
+    base = allreduce.plan(library_name, ranks=ranks, sizes=[4096], iterations=3, validate=True, **launch)
+    return RunPlan("throwaway", library_name, ranks, algorithm=base.algorithm, options=base.options, **launch)
+
+
+def on_rank(plan: RunPlan, comm, label):
+    return allreduce.on_rank(plan, comm, label)
+'''
+
+
+def test_a_measuring_program_is_its_module_and_its_record(repo):
+    """A program of its own (ardlab.programs): its module with the interface (plan, on_rank) and one Program record.
+    The driver launches it on 2 ranks, each rank runs it by the record, and its rows go to the columns the record
+    names; nothing else changes."""
+    (repo / "src/ardlab/bench/throwaway.py").write_text(PROGRAM)
+    edit(repo / "src/ardlab/programs.py", "PROGRAMS: dict[str, Program] = ",
+         '    Program("throwaway", "throwaway", "ardlab.bench.throwaway", "bench"),\n')
+    check_count(repo, "a measuring program", 2)
+
+    out = repo / "throwaway.csv"
+    run(repo, "-c", "import sys; from ardlab.bench import throwaway; from ardlab.driver import run_comparison; "
+        "from ardlab.plan import Comparison; "
+        "p = throwaway.plan('mpich', ranks=2); assert p.program == 'throwaway', p; "
+        "run_comparison(Comparison('g', [p], output=sys.argv[1]))", str(out), timeout=600)
+    rows = out.read_text().splitlines()
+    assert len(rows) == 2 and rows[0].startswith("library,") and ",4096," in rows[1], rows
+
+
 def test_a_library_is_its_row(repo):
     """A fourth library that reuses a tuned-file writer is one row of the table: its environment's packages
     (`python -m ardlab.comm`), the config's library enum, its forcing settings in the jobs' plans, its knob
