@@ -34,13 +34,13 @@ def test_the_advise_example_is_a_committed_answer():
     import pandas as pd
 
     from ardlab.advise import answer
+    from ardlab.analysis.copies import table_lines
 
     named = re.findall(r"`(results/advise/[\w.-]+/answer\.md)`", README)
     assert named, "the README names no committed advise answer"
     for path in named:
         lines = (ROOT / path).read_text().splitlines()
-        start = next(i for i, line in enumerate(lines) if line.startswith("|"))
-        end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+        start, end = table_lines(lines)
         assert "\n".join(lines[start:end]) in README, path
         assert f"> {lines[2]}" in README, path  # the recommendation, quoted
         words = " ".join(README.split())
