@@ -64,7 +64,7 @@ def _measure(name: str, backend_name: str, batch: int, steps: int, np, rng) -> d
     return {"img_per_s": batch / dt, "conv_gflop_per_s": flops / ct / 1e9, "conv_share_of_step": ct / dt}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default="alexnet,vgg11,resnet20")
     p.add_argument("--backends", default="numpy,onednn")
@@ -72,7 +72,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)
     add_round_arguments(p, 3)
-    a = p.parse_args()
+    a = p.parse_args(argv)
     if "numpy" not in sys.modules:
         os.environ.update(thread_env(a.threads))
     import numpy as np
@@ -112,7 +112,8 @@ def main() -> None:
         print(f"{m:10s} {b:7s} {row['img_per_s']:8.1f} img/s   conv {row['conv_over_sgemm']:.0%} of sgemm "
               f"[{row['conv_over_sgemm_min']:.0%}, {row['conv_over_sgemm_max']:.0%}] (median over {a.rounds} rounds)")
     save_rows(rows, a.output)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

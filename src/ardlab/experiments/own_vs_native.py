@@ -11,6 +11,7 @@ Noisy machine: only ratios measured in this one run mean anything.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ardlab.comm.libraries import LIBRARIES
 
@@ -48,13 +49,13 @@ def summarize(df):
     return pd.DataFrame(rows)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--libraries", default=",".join(LIBRARIES))
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--csv", help="also write the summary here")
-    a = p.parse_args()
+    a = p.parse_args(argv)
     table = summarize(run(a.libraries.split(","), a.ranks, a.repeat))
     print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     big = table[table.size_bytes >= 1 << 20]
@@ -65,7 +66,8 @@ def main() -> None:
           f"(target < 30 us)")
     if a.csv:
         table.to_csv(a.csv, index=False)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
