@@ -233,7 +233,8 @@ def test_a_library_is_its_row(repo):
 
 KIND = '''\
     # a throwaway training kind for tests/test_extending.py: ardlab.nn at several batch sizes, one group each
-    Kind("nnbatch", "nnbatch", trainer.TrainConfig, lambda job, sec, lib, algorithm, tuned, launch: trainer.plan(
+    Kind("nnbatch", "train", "nnbatch", trainer.TrainConfig,
+         lambda job, sec, lib, algorithm, tuned, launch: trainer.plan(
         lib, ranks=job.ranks, nodes=job.nodes, algorithm=algorithm, tuned=tuned, options={
             "model": job.model, "dataset": "synthetic", "parallel_mode": "bucketed",
             **config_options(trainer.TrainConfig, sec), "batch_per_rank": int(job.mode[1:])}, **launch),
@@ -279,7 +280,7 @@ def test_a_measurement_kind_is_its_rows_and_its_kind(repo):
 
 BENCH_KIND = """\
     # a throwaway microbenchmark kind for tests/test_extending.py: its own section, off unless a config turns it on
-    Kind("bench_pairs", "bench_pairs", allreduce.Plan, bench_variant, bench_jobs, schema={
+    Kind("bench_pairs", "microbench", "bench_pairs", allreduce.Plan, bench_variant, bench_jobs, schema={
         "type": "object", "additionalProperties": False, "default": {}, "properties": {
             "enabled": {"type": "boolean", "default": False},
             "algorithms": {"$ref": "#/definitions/algorithms", "default": "all"},

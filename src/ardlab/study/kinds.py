@@ -20,6 +20,7 @@ from ardlab.bench.sizes import parse_sizes
 from ardlab.horovod import train as horovod_train
 from ardlab.nn import PARALLEL_MODES, trainer
 from ardlab.plan import RunPlan, config_options
+from ardlab.programs import program
 from ardlab.results import ROW_FILES, scale_name
 
 
@@ -72,6 +73,7 @@ class Kind:
     launch fields `launch`, from the kind's config `section`."""
 
     name: str
+    program: str  # the measuring program its jobs run (ardlab.programs): its own name, but for the tuned phase
     section: str  # the config key that sets it (the microbenchmark's two kinds share one)
     options: type | None  # whose schema=True fields are options of its section (ardlab.plan.option)
     variant: Callable[..., RunPlan]
@@ -167,17 +169,21 @@ def _horovod_models() -> Mapping[str, Any]:
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind("microbench", "microbench", allreduce.Plan, bench_variant, bench_jobs),
+    Kind("microbench", "microbench", "microbench", allreduce.Plan, bench_variant, bench_jobs),
     # the tuned phase: each library's one-node tuned file against its default and the algorithms the file selects
-    Kind("microbench_tuned", "microbench", None, bench_variant, _tuned_phase_jobs),
-    Kind("train", "train", trainer.TrainConfig, _nn_variant, training_jobs, models=_nn_models,
+    Kind("microbench_tuned", "microbench", "microbench", None, bench_variant, _tuned_phase_jobs),
+    Kind("train", "train", "train", trainer.TrainConfig, _nn_variant, training_jobs, models=_nn_models,
          axis=Axis("parallel_modes", {"type": "string", "enum": list(PARALLEL_MODES)}, ["bucketed"])),
-    Kind("horovod", "horovod", horovod_train.TFConfig, _horovod_variant, training_jobs, models=_horovod_models,
-         axis=FUSION, own=False),
+    Kind("horovod", "horovod", "horovod", horovod_train.TFConfig, _horovod_variant, training_jobs,
+         models=_horovod_models, axis=FUSION, own=False),
 )}
 if list(KINDS) != list(ROW_FILES):  # a kind without rows, or rows without a kind: loud, at import
     raise ValueError(f"ardlab.study.kinds.KINDS ({', '.join(KINDS)}) and ardlab.results.ROW_FILES "
                      f"({', '.join(ROW_FILES)}) must name the same kinds, in the same order")
+for _kind in KINDS.values():  # a kind's rows and training are its program's
+    if (ROW_FILES[_kind.name][1], _kind.trains) != (program(_kind.program).rows, program(_kind.program).trains):
+        raise ValueError(f"ardlab.study.kinds: kind {_kind.name!r} (rows {ROW_FILES[_kind.name][1]!r}, training "
+                         f"{_kind.trains}) does not match its program {_kind.program!r} (ardlab.programs)")
 TRAINING = [k.name for k in KINDS.values() if k.trains]  # the training kinds
 SECTIONS = list(dict.fromkeys(k.section for k in KINDS.values()))  # the config sections of the kinds
 
