@@ -284,11 +284,35 @@ def check_algorithm(library_name: str, name: str, tuned: str | None, *, own: boo
     return name
 
 
+def check_options(config_class, values: dict) -> None:
+    """Every option of `config_class` that `values` gives (not None) checked against its declaration (``option``'s
+    choices and bounds, the same the workflow's schema has): ValueError naming the option as the command line and the
+    config name it, its value and what is valid."""
+    for f in fields(config_class):
+        value = values.get(f.name)
+        if value is None or f.name not in values:
+            continue
+        name = option_name(f)
+        choices = f.metadata.get("choices")
+        if choices is not None:
+            valid = list(choices())
+            if value not in valid:
+                raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(map(str, valid))}")
+        bounds = f.metadata.get("bounds") or {}
+        given = value / MIB if f.metadata.get("mib") else value  # bounds are in the unit the option is given in
+        if "minimum" in bounds and given < bounds["minimum"]:
+            raise ValueError(f"{name} must be >= {bounds['minimum']}, got {given:g}")
+        if "exclusiveMinimum" in bounds and not given > bounds["exclusiveMinimum"]:
+            raise ValueError(f"{name} must be > {bounds['exclusiveMinimum']}, got {given:g}")
+
+
 def options_of(config_class, options: dict, what: str) -> dict:
-    """`options` checked as fields of `config_class` (a dataclass; the plan's own fields excluded)."""
+    """`options` checked as fields of `config_class` (a dataclass; the plan's own fields excluded): the class's own
+    checks, then each option's declared choices and bounds (``check_options``)."""
     known = {f.name for f in fields(config_class)} - PLAN_FIELDS
     unknown = sorted(set(options) - known)
     if unknown:
         raise ValueError(f"unknown {what} settings {unknown}; valid: {', '.join(sorted(known))}")
     config_class(**options)  # the class's own defaults and checks
+    check_options(config_class, options)
     return dict(options)

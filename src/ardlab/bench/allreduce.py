@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 
 from ardlab.bench.timeloop import TIMERS
 from ardlab.comm.libraries import DEFAULT, TUNED, Algorithm, algorithm, algorithms, forced_algorithm, library
-from ardlab.plan import PLAN_FIELDS, Comparison, RunPlan, cli_options, option
+from ardlab.plan import PLAN_FIELDS, Comparison, RunPlan, check_options, cli_options, option
 from ardlab.results import BENCH_LOSS_COLUMNS, mib_bytes, utc_now
 
 DTYPES = ("float32", "float64", "int32", "int64")
@@ -118,18 +118,7 @@ def make_plan(library_name: str, *, algorithm_names: list[str] | None, sweep: bo
     lib = library(library_name)
     if ranks < 1:
         raise ValueError(f"ranks must be >= 1, got {ranks}")
-    if o["dtype"] not in DTYPES:
-        raise ValueError(f"unknown dtype {o['dtype']!r}; valid: {', '.join(DTYPES)}")
-    if o["iterations"] is not None and o["iterations"] < 1:
-        raise ValueError(f"iterations must be >= 1, got {o['iterations']}")
-    if o["warmup"] is not None and o["warmup"] < 0:
-        raise ValueError(f"warm-up iterations must be >= 0, got {o['warmup']}")
-    if not o["budget_mib"] > 0:
-        raise ValueError(f"the byte budget per size must be > 0 MiB, got {o['budget_mib']}")
-    if o["max_iterations"] < 1:
-        raise ValueError(f"the most timed calls per size must be >= 1, got {o['max_iterations']}")
-    if o["timer"] not in TIMERS:
-        raise ValueError(f"unknown timer {o['timer']!r}; valid: {', '.join(TIMERS)}")
+    check_options(Plan, o)  # choices and bounds, from the fields' declarations
     import numpy as np
 
     itemsize = np.dtype(o["dtype"]).itemsize

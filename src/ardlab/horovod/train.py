@@ -77,7 +77,7 @@ class TFConfig(TrainingOptions):
     warmup_batches: int = option(2, schema=True, minimum=0)
     batches_per_iter: int = option(5, schema=True, workflow_default=3, minimum=1)
     iterations: int = option(5, "timed iterations (img/s mean and 95%% interval)", schema=True, workflow_default=3,
-                             minimum=2)
+                             minimum=1)
     compute_batches: int = option(0, "then time this many batches without the Allreduce (each rank's compute alone, "
                                   "same placement, one untimed first): the row's compute_s and allreduce_s say how "
                                   "much of a step the Allreduce adds (default 0: not measured)", schema=True,

@@ -105,21 +105,9 @@ class TrainConfig(TrainingOptions):
 def plan(library_name: str, *, ranks: int, algorithm: str = DEFAULT, tuned: str | None = None,
          options: dict, **run) -> RunPlan:
     """The validated run plan of ardlab.nn training (`options`: TrainConfig fields; `run`: launch fields)."""
-    from ardlab.nn import PARALLEL_MODES
-    from ardlab.nn.models import MODELS
 
     name = check_algorithm(library_name, algorithm, tuned, own=True)
-    mode = options.get("parallel_mode", TrainConfig.parallel_mode)
-    if mode not in PARALLEL_MODES:
-        raise ValueError(f"unknown parallel mode {mode!r}; valid: {', '.join(PARALLEL_MODES)}")
-    model = options.get("model", TrainConfig.model)
-    if model not in MODELS:
-        raise ValueError(f"unknown model {model!r}; valid: {', '.join(MODELS)}")
-    from ardlab.nn.backend import CHOICES
-
-    if options.get("backend", TrainConfig.backend) not in CHOICES:
-        raise ValueError(f"unknown backend {options['backend']!r}; valid: {', '.join(CHOICES)}")
-    opts = options_of(TrainConfig, options, "training")
+    opts = options_of(TrainConfig, options, "training")  # the model, parallel mode, backend, ... from their fields
     if opts.get("input_shape") is not None:
         opts["input_shape"] = list(opts["input_shape"])
     return RunPlan("train", library_name, ranks, algorithm=name, tuned=tuned, options=opts, **run)
