@@ -214,6 +214,14 @@ def recommendation(advice, spent: dict | None = None) -> dict:
                                                       job.unit, status)}
 
 
+def _bytes(n: int) -> str:
+    """A message size for a reader: 24 B, 2.96 MiB, 2 GiB."""
+    for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= f:
+            return f"{n / f:.3g} {unit}"
+    return f"{n} B"
+
+
 def _ci_text(v: dict) -> str:
     return f"{v['speedup']:.2f}x" if v["low"] is None else f"{v['speedup']:.2f}x [{v['low']:.2f}, {v['high']:.2f}]"
 
@@ -341,6 +349,15 @@ def markdown(advice, table: list[dict], spent: dict, best: dict | None = None, r
     for lib, n in spent["steps_to_repay"].items():
         if n is not None:
             lines.append(f"- {library(lib).display}: repaid after {n} of the job's {spent['unit']}s.")
+    if advice.tuned_proofs:
+        lines += ["", "What the tuned files rest on (each size range's algorithm proven forced, then the file itself "
+                  "probed in that range):"]
+        for lib in sorted({p["library"] for p in advice.tuned_proofs}):
+            mine = [p for p in advice.tuned_proofs if p["library"] == lib]
+            lines.append(f"- {library(lib).display}: " + "; ".join(
+                f"{_bytes(p['lo_bytes'])}-{_bytes(p['hi_bytes'])} {p['algorithm']}: forced {p['proof']}, in the file "
+                f"{q['proof']}" for p in mine if not p["file"]
+                for q in mine if q["file"] and (q["lo_bytes"], q["hi_bytes"]) == (p["lo_bytes"], p["hi_bytes"])))
     if advice.tuned_log:
         lines += ["", "Left out of the tuned files (a tuned file holds only what ran what it names here):"]
         lines += [f"- {library(e['library']).display}, {e['algorithm']}: {e['left_out']}" for e in advice.tuned_log]
@@ -387,7 +404,7 @@ def write(advice, output: Path) -> list[Path]:
     doc = {"schema_version": SCHEMA_VERSION, "recommendation": recommended, "stage": advice.stage,
            "stages": advice.stages, "stopped": advice.stopped,
            "job": vars(advice.job), "libraries": advice.settings.libraries, "settings": kept, "race": advice.race,
-           "proofs": advice.proofs, "tuned_left_out": advice.tuned_log,
+           "proofs": advice.proofs, "tuned_proofs": advice.tuned_proofs, "tuned_left_out": advice.tuned_log,
            "answer": [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in table],
            "overall": best, "cost": spent,
            "steps": [{k: (None if isinstance(v, float) and v != v else v) for k, v in p.items()}

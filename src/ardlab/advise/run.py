@@ -174,6 +174,9 @@ class Advice:
     proofs: list[dict] = field(default_factory=list)  # each probe of a pick: library, algorithm, proof, hits
     tuned: dict[str, str] = field(default_factory=dict)  # library -> its tuned selection file from the raced rows
     tuned_log: list[dict] = field(default_factory=list)  # what was left out of the tuned files, and why
+    # each proof a tuned file rests on: its ranges' winners (library, algorithm, proof, the range) and each offered
+    # file's probe in every range (library, algorithm "tuned", the range's algorithm as "runs", proof)
+    tuned_proofs: list[dict] = field(default_factory=list)
     check: object = None  # pandas: every training row of the check
     seconds: dict[str, float] = field(default_factory=dict)  # phase -> wall seconds
     # the stage the answer is of: DEFAULTS (each library's default in paired training rounds, the first answer) or
@@ -443,7 +446,8 @@ def write_tuned(job: Job, bench, folder: Path, allowed: dict[str, set[str]] | No
 
 def proven_tuned(job: Job, bench, folder: Path, verdicts: dict[tuple[str, str], str],
                  prover: Callable[[str, str, int], str], file_prover: Callable[[str, str, str, int], str],
-                 out_of_time: Callable[[], bool] = lambda: False) -> tuple[dict[str, str], list[dict]]:
+                 out_of_time: Callable[[], bool] = lambda: False,
+                 proofs: list[dict] | None = None) -> tuple[dict[str, str], list[dict]]:
     """Tuned files that hold only what ran what it names at this scale (``ardlab.advise.prove``): each library's
     ranges from its raced rows, less the algorithms the table knows to run another at the job's ranks
     (``runs_instead``) and those whose proof is a silent fallback; every range's winner is proven first (`verdicts`:
@@ -451,7 +455,8 @@ def proven_tuned(job: Job, bench, folder: Path, verdicts: dict[tuple[str, str], 
     and a fallback leaves and the ranges are made again. The file itself is then probed once in each range
     (`file_prover(library, file, algorithm the range names, count)`: the verdict with the file in force) and offered
     only where every range runs what it names; where `out_of_time()` says so before a probe, the library's file is
-    left out (the budget). Returns (library -> file, the log of what was left out and why)."""
+    left out (the budget). Returns (library -> file, the log of what was left out and why); `proofs`, where given,
+    gets every proof an offered file rests on (each range's winner, then the file's probe in each range)."""
     import pandas as pd
 
     from ardlab.advise.prove import PICKABLE
@@ -491,14 +496,20 @@ def proven_tuned(job: Job, bench, folder: Path, verdicts: dict[tuple[str, str], 
             log.append({"library": lib, "algorithm": "tuned", "left_out": "the budget: no time left to prove it"})
             _drop(files[lib])
             continue
-        wrong = [(r, v) for r in tuned.read_ranges(files[lib]) if r.algorithm != DEFAULT
-                 and (v := file_prover(lib, files[lib], r.algorithm, _count_in(r, sizes))) not in PICKABLE]
+        named = [r for r in tuned.read_ranges(files[lib]) if r.algorithm != DEFAULT]
+        probed = [(r, file_prover(lib, files[lib], r.algorithm, _count_in(r, sizes))) for r in named]
+        wrong = [(r, v) for r, v in probed if v not in PICKABLE]
         if wrong:
             log += [{"library": lib, "algorithm": "tuned", "left_out": "the file's probe: " + "; ".join(
                 f"{r.lo}-{r.hi} bytes ({r.algorithm}): {v}" for r, v in wrong)}]
             _drop(files[lib])
             continue
         out[lib] = files[lib]
+        if proofs is not None:
+            proofs += [{"library": lib, "algorithm": r.algorithm, "proof": verdicts[lib, r.algorithm],
+                        "lo_bytes": r.lo, "hi_bytes": r.hi, "file": False} for r in named]
+            proofs += [{"library": lib, "algorithm": r.algorithm, "proof": v, "lo_bytes": r.lo, "hi_bytes": r.hi,
+                        "file": True} for r, v in probed]
     return out, pd.DataFrame(log).to_dict("records")
 
 
@@ -694,7 +705,7 @@ def advise(job: Job, settings: Settings, on_answer: Callable[[Advice], None] | N
             job, advice.bench, Path(settings.output) / "tuned", verdicts,
             lambda lib, alg, n: prove.probe_pick(job, lib, alg, n)[0],
             lambda lib, path, alg, n: prove.probe_tuned(job, lib, path, alg, n),
-            lambda: time.monotonic() + probe_s + check_estimate > deadline)
+            lambda: time.monotonic() + probe_s + check_estimate > deadline, advice.tuned_proofs)
     tick("training check")
     t0 = time.monotonic()
     check = check_training(job, settings, picks, tuned_files)
@@ -753,7 +764,8 @@ def load(folder: Path) -> Advice:
     advice = Advice(job, settings, rows("calls"), bench=rows("microbench", False),
                     predictions=rows("predictions", False), race=doc["race"],
                     picks={r["library"]: r["setting"] for r in doc["answer"]}, proofs=doc["proofs"],
-                    tuned_log=doc["tuned_left_out"], check=rows("check"), seconds={"total": doc["cost"]["seconds"]},
+                    tuned_log=doc["tuned_left_out"], tuned_proofs=doc.get("tuned_proofs", []), check=rows("check"),
+                    seconds={"total": doc["cost"]["seconds"]},
                     stage=doc["stage"], stages=doc["stages"], stopped=doc["stopped"],
                     defaults_check=rows("check-defaults", False))
     advice.tuned = {lib: str(p) for lib, p in tuned_files(folder, job, advice.picks).items()}
