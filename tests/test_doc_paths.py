@@ -33,15 +33,6 @@ def test_every_path_a_page_names_exists():
     assert not missing, missing
 
 
-def test_the_investigations_list_names_every_one():
-    """ardlab.experiments' docstring lists every investigation module it holds."""
-    import ardlab.experiments as experiments
-
-    modules = {p.stem for p in (ROOT / "src/ardlab/experiments").glob("*.py") if p.stem != "__init__"}
-    missing = [m for m in sorted(modules) if f"``{m}``" not in experiments.__doc__]
-    assert not missing, missing
-
-
 # A section named by its page: `docs/x.md, "Title"` (also README), or `"Title" ([docs/x.md](...))`.
 PAGE_THEN_TITLE = re.compile(r'\b((?:docs/[\w-]+\.md)|README(?:\.md)?),?\s+"([^"]+)"')
 TITLE_THEN_PAGE = re.compile(r'"([^"]+)"\s+\(\[[^]]*\]\(((?:\.\./)?(?:docs/)?[\w-]+\.md)\)')

@@ -260,7 +260,7 @@ def test_a_measurement_kind_is_its_rows_and_its_kind(repo):
     its callsizes, picks and pick checks (a dry run plans them)."""
     edit(repo / "src/ardlab/results.py", '    "horovod": ("raw/horovod/',
          '    "nnbatch": ("raw/nnbatch/{model}-{mode}/{scale}/round{round}.csv", "train"),\n')
-    edit(repo / "src/ardlab/study/kinds.py", "         axis=FUSION, own=False),", KIND)
+    edit(repo / "src/ardlab/study/kinds.py", "         models=_horovod_models, axis=FUSION, own=False),", KIND)
     check_count(repo, "a measurement kind in the workflow", 2)
 
     section = {"models": ["simplecnn"], "ranks": [2], "batches": [4, 16], "steps": 2, "algorithms": "default"}
@@ -297,7 +297,7 @@ def test_a_microbenchmark_kind_with_its_own_section_is_its_rows_and_its_kind(rep
     plans, a workflow rule (a dry run plans it)."""
     edit(repo / "src/ardlab/results.py", '    "horovod": ("raw/horovod/',
          '    "bench_pairs": ("raw/bench_pairs/n{nodes}-r{ranks}/round{round}.csv", "bench"),\n')
-    edit(repo / "src/ardlab/study/kinds.py", "         axis=FUSION, own=False),", BENCH_KIND)
+    edit(repo / "src/ardlab/study/kinds.py", "         models=_horovod_models, axis=FUSION, own=False),", BENCH_KIND)
     check_count(repo, "a measurement kind in the workflow", 2)
 
     assert '"microbench"' in plans(repo, config(repo)) and "bench_pairs" not in dry_run(repo, config(repo))
