@@ -788,9 +788,8 @@ def test_tuned_files_hold_only_what_ran_what_it_names_and_are_probed(tmp_path):
                                   {("openmpi", "ring"): prove.PROVEN}, prover, file_prover, proofs=proofs)
     assert set(files) == {"openmpi"}
     # what the offered file rests on: each range's winner forced, then the file probed in that range
-    assert [(p["algorithm"], p["file"], p["proof"]) for p in proofs] == [
-        ("recursive_doubling", False, prove.PROVEN), ("ring", False, prove.PROVEN),
-        ("recursive_doubling", True, prove.PROVEN), ("ring", True, prove.PROVEN)]
+    assert [(p["algorithm"], p["forced"], p["in_file"]) for p in proofs] == [
+        ("recursive_doubling", prove.PROVEN, prove.PROVEN), ("ring", prove.PROVEN, prove.PROVEN)]
     assert all(p["library"] == "openmpi" for p in proofs)
     from ardlab.analysis.tuned import read_ranges
 

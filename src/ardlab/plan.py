@@ -290,7 +290,7 @@ def check_options(config_class, values: dict) -> None:
     config name it, its value and what is valid."""
     for f in fields(config_class):
         value = values.get(f.name)
-        if value is None or f.name not in values:
+        if value is None:
             continue
         name = option_name(f)
         choices = f.metadata.get("choices")

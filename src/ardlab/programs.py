@@ -28,7 +28,7 @@ from types import ModuleType
 class Program:
     name: str  # the plan's program, the workflow's kind, the raw folder: one name
     command: str  # its command line: ardlab <command>
-    module: str  # where plan(), on_rank() (and a training's steps_run(), call_setting()) are
+    module: str  # where plan(), on_rank() (and a training's steps_run(), ask_steps(), call_setting()) are
     rows: str  # the columns its rows have: "bench" (ardlab.results.BENCH_COLUMNS) or "train" (TRAIN_COLUMNS)
     framework: str = ""  # a training's rows' framework column (and advise --framework); "" for the microbenchmark
     env: dict = field(default_factory=dict)  # settings every launch of it gets (the plan's own env wins)

@@ -41,7 +41,7 @@ def execute(plan: RunPlan) -> list[dict] | None:
         os.environ.update(thread_env(plan.threads))  # for runtimes that read them when they load
     where = placement(plan.threads or 1)
     if not prog.trains:
-        return _bench(plan, where)
+        return _bench(prog, plan, where)
     train = _counted(prog.code().on_rank, int(where["nodes"]))
     if plan.switch:
         rows = _switched(plan, train)
@@ -137,9 +137,9 @@ def placement(threads: int) -> dict:
             "mpi_thread_level": startup.thread_level()}
 
 
-def _bench(plan: RunPlan, where: dict) -> list[dict] | None:
-    """The microbenchmark's launch: its rows (rank 0) with their place in the rounds and where they ran."""
-    prog = program(plan.program)
+def _bench(prog, plan: RunPlan, where: dict) -> list[dict] | None:
+    """A launch of a program that does not train (the microbenchmark): its rows (rank 0) with their place in the rounds
+    and where they ran."""
     rows = prog.code().on_rank(plan, None, None)
     if rows is None:  # not rank 0
         return None

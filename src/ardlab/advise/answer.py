@@ -353,11 +353,9 @@ def markdown(advice, table: list[dict], spent: dict, best: dict | None = None, r
         lines += ["", "What the tuned files rest on (each size range's algorithm proven forced, then the file itself "
                   "probed in that range):"]
         for lib in sorted({p["library"] for p in advice.tuned_proofs}):
-            mine = [p for p in advice.tuned_proofs if p["library"] == lib]
             lines.append(f"- {library(lib).display}: " + "; ".join(
-                f"{_bytes(p['lo_bytes'])}-{_bytes(p['hi_bytes'])} {p['algorithm']}: forced {p['proof']}, in the file "
-                f"{q['proof']}" for p in mine if not p["file"]
-                for q in mine if q["file"] and (q["lo_bytes"], q["hi_bytes"]) == (p["lo_bytes"], p["hi_bytes"])))
+                f"{_bytes(p['lo_bytes'])}-{_bytes(p['hi_bytes'])} {p['algorithm']}: forced {p['forced']}, in the file "
+                f"{p['in_file']}" for p in advice.tuned_proofs if p["library"] == lib))
     if advice.tuned_log:
         lines += ["", "Left out of the tuned files (a tuned file holds only what ran what it names here):"]
         lines += [f"- {library(e['library']).display}, {e['algorithm']}: {e['left_out']}" for e in advice.tuned_log]

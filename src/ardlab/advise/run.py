@@ -174,8 +174,8 @@ class Advice:
     proofs: list[dict] = field(default_factory=list)  # each probe of a pick: library, algorithm, proof, hits
     tuned: dict[str, str] = field(default_factory=dict)  # library -> its tuned selection file from the raced rows
     tuned_log: list[dict] = field(default_factory=list)  # what was left out of the tuned files, and why
-    # each proof a tuned file rests on: its ranges' winners (library, algorithm, proof, the range) and each offered
-    # file's probe in every range (library, algorithm "tuned", the range's algorithm as "runs", proof)
+    # what each offered tuned file rests on, a record per size range: library, algorithm, lo_bytes, hi_bytes, the
+    # algorithm's proof forced alone (forced) and the file's probe in that range (in_file)
     tuned_proofs: list[dict] = field(default_factory=list)
     check: object = None  # pandas: every training row of the check
     seconds: dict[str, float] = field(default_factory=dict)  # phase -> wall seconds
@@ -456,7 +456,7 @@ def proven_tuned(job: Job, bench, folder: Path, verdicts: dict[tuple[str, str], 
     (`file_prover(library, file, algorithm the range names, count)`: the verdict with the file in force) and offered
     only where every range runs what it names; where `out_of_time()` says so before a probe, the library's file is
     left out (the budget). Returns (library -> file, the log of what was left out and why); `proofs`, where given,
-    gets every proof an offered file rests on (each range's winner, then the file's probe in each range)."""
+    gets a record per range of every offered file: its algorithm's proof forced alone and the file's probe there."""
     import pandas as pd
 
     from ardlab.advise.prove import PICKABLE
@@ -506,10 +506,8 @@ def proven_tuned(job: Job, bench, folder: Path, verdicts: dict[tuple[str, str], 
             continue
         out[lib] = files[lib]
         if proofs is not None:
-            proofs += [{"library": lib, "algorithm": r.algorithm, "proof": verdicts[lib, r.algorithm],
-                        "lo_bytes": r.lo, "hi_bytes": r.hi, "file": False} for r in named]
-            proofs += [{"library": lib, "algorithm": r.algorithm, "proof": v, "lo_bytes": r.lo, "hi_bytes": r.hi,
-                        "file": True} for r, v in probed]
+            proofs += [{"library": lib, "algorithm": r.algorithm, "lo_bytes": r.lo, "hi_bytes": r.hi,
+                        "forced": verdicts[lib, r.algorithm], "in_file": v} for r, v in probed]
     return out, pd.DataFrame(log).to_dict("records")
 
 
