@@ -433,7 +433,11 @@ def test_advise_answers_for_a_small_horovod_job_within_its_budget(tmp_path):
     bench = pd.read_csv(out / "microbench.csv")
     assert (bench["library"] == "mpich").all() and set(bench["round"]) == {0, 1}
     calls = pd.read_csv(out / "calls.csv")
-    assert set(bench["size_bytes"]) == set(calls.loc[calls.op == "sum", "bytes"])
+    # the sizes measured are the ones chosen from the counted calls: all of them when a step hands MPI at most 8,
+    # else the smallest, the largest and byte-weighted quantiles (how Horovod fuses depends on timing: 5-9 seen here)
+    summed = set(calls.loc[calls.op == "sum", "bytes"])
+    assert set(bench["size_bytes"]) == set(run.sizes_of(calls)) <= summed
+    assert {min(summed), max(summed)} <= set(bench["size_bytes"])
     assert "| MPICH |" in proc.stdout and (out / "mpich.env").is_file()
 
 
