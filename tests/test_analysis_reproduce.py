@@ -21,7 +21,8 @@ def synthetic_run(folder, ring_speedup_by_size, seed, algorithms=("default", "ri
                              "size_bytes": size, "iterations": 10, "avg_us": f"{t:.3f}", "min_us": f"{t:.3f}",
                              "max_us": f"{t:.3f}", "knobs": "", "started_at": f"2026-12-01T00:{r:02d}:{pos:02d}+00:00",
                              "group": "microbench/n1-r2", "round": r, "position": pos, "order_seed": 0,
-                             "link_rate": "", "link_queue": "", "threads_per_core": "", "net_tx_bytes_per_call": "",
+                             "link_rate": "", "link_queue": "", "image_source": "", "image_commit": "",
+                             "threads_per_core": "", "net_tx_bytes_per_call": "",
                              "net_tx_max_node_bytes_per_call": "",
                              "mpi_tuning_file": "builtin", "mpi_thread_level": "multiple",
                              "timer": "c", **dict.fromkeys(BENCH_LOSS_COLUMNS, "")})

@@ -186,23 +186,35 @@ def test_the_mpich_image_builds_passes_its_test_and_runs_under_srun_on_two_nodes
     """One of the three real images, as a site gets it: containers/build --base debootstrap (Apptainer's own build of
     the committed definition, its %test: a 2-rank validated Allreduce and a Horovod step), then its ranks under
     `srun --mpi=pmi2 -N 2 apptainer exec` on 2 emulated nodes (python -m ardlab.images srun-check). The image is kept
-    in the cache folder outside the clone, keyed by what it is made of: built again (about 7 minutes) only when
-    the definition or the files it copies changed, its build log (with %test) kept beside it."""
+    in the cache folder outside the clone in its two layers (ardlab.images.provenance): the stack built again (about
+    8 minutes) only when its definition or install scripts changed, ardlab's files on it (about 1.5 minutes with the
+    %test) when they changed; its labels name both, rows made in it carry them, a stale one is refused."""
     import shutil
     import tempfile
 
     import pandas as pd
 
     from ardlab import cluster
-    from ardlab.images import srun_images
+    from ardlab.images import provenance, srun_images
 
     cache = Path(os.environ.get("ARDLAB_CACHE") or Path.home() / ".cache" / "ardlab") / "images"
     build = run(CONTAINERS / "build", "--base", "debootstrap", "--output", cache, "mpich", timeout=2400)
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     assert "up to date" in build.stdout or "ardlab: built" in build.stdout, build.stdout[-2000:]
     log = (cache / "ardlab-mpich.log").read_text()
-    assert "Running testscript" in log and "framework=tensorflow, model=simplecnn" in log, log[-3000:]
+    assert "containers/mpich.def's %test" in log and "framework=tensorflow, model=simplecnn" in log, log[-3000:]
     image = srun_images.image_path(cache, "mpich")
+    # its labels, read by Apptainer, name this checkout's files; a checkout with one file changed refuses it
+    labels = provenance.check(image, "mpich", apptainer=str(CONTAINERS / "apptainer"))
+    assert labels[provenance.LABEL_STACK] == (cache / "ardlab-mpich-stack.key").read_text().strip()
+    copy = tmp_path / "checkout"
+    for name in provenance.files(provenance.SOURCE_PATHS):
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, copy / name)
+    assert provenance.source_key(copy) == labels[provenance.LABEL_SOURCE]  # the same files outside git: the same key
+    (copy / "src" / "ardlab" / "__init__.py").write_text("# changed\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"ardlab-mpich.sif is stale: it holds ardlab's files"):
+        provenance.check(image, "mpich", root=copy, apptainer=str(CONTAINERS / "apptainer"))
     state = Path(tempfile.mkdtemp(prefix="ardlab-cluster-", dir="/tmp")) / "state"
     os.chmod(state.parent, 0o755)
     c = cluster.up(2, "1gbit", state=state)
@@ -218,6 +230,9 @@ def test_the_mpich_image_builds_passes_its_test_and_runs_under_srun_on_two_nodes
     assert set(bench.nodes) == {2} and set(bench.link_rate) == {"1gbit"} and len(bench) == 4, bench
     train = pd.read_csv(tmp_path / "rows" / "mpich_horovod.csv")
     assert len(train) == 1 and train.img_per_s.iloc[0] > 0 and train.nodes.iloc[0] == 2, train
+    for rows in (bench, train):  # every row says which image, by its labels, it was made in
+        assert set(rows.image_source) == {labels[provenance.LABEL_SOURCE]}, rows
+        assert set(rows.image_commit) == {labels[provenance.LABEL_COMMIT]}, rows
 
 
 if __name__ == "__main__":

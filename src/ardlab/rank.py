@@ -114,9 +114,11 @@ def placement(threads: int) -> dict:
     the busiest machine (its ranks' threads over the cores their affinity masks allow, together: a launch confined
     to fewer cores than the machine has is time-shared on those; machines told apart by /etc/machine-id: the
     emulated cluster's nodes share one), the emulated cluster's link rate and queue, the tuning file the MPI library
-    loaded and its thread level (ardlab.comm.startup)."""
+    loaded and its thread level (ardlab.comm.startup), and the image it ran in (its labels:
+    ardlab.images.provenance)."""
     from ardlab.cluster.links import link_queue, link_rate
     from ardlab.comm import startup
+    from ardlab.images import provenance
 
     tuning_file = startup.init()
     from mpi4py import MPI
@@ -134,7 +136,7 @@ def placement(threads: int) -> dict:
     load = {m: threads_on[m] / len(cores[m]) for m in cores}
     return {"nodes": len({r[0] for r in ranks}), "threads_per_core": f"{max(load.values()):.2f}",
             "link_rate": link_rate(), "link_queue": link_queue(), "mpi_tuning_file": tuning_file,
-            "mpi_thread_level": startup.thread_level()}
+            "mpi_thread_level": startup.thread_level(), **provenance.row_fields()}
 
 
 def _bench(prog, plan: RunPlan, where: dict) -> list[dict] | None:

@@ -53,6 +53,9 @@ TRAIN_LOSS_COLUMNS = ["tcp_retransmitted_segments_per_step", "tcp_timeouts_per_s
 # interposer inside the training itself; the rest of the step is step_s less allreduce_in_step_s. Empty where not
 # timed (our own algorithms, MPI loaded before the interposer) and in files from before these columns.
 STEP_COLUMNS = ["step_s", "allreduce_in_step_s", "allreduce_calls_per_step"]
+# The image the ranks ran in (ardlab.images.provenance): the key of ardlab's files in it and their commit, from its
+# labels; empty outside an image (and in files from before rows carried them).
+IMAGE_COLUMNS = ["image_source", "image_commit"]
 
 
 def _header(*eras: tuple[list[str], dict[str, str]]) -> tuple[list[str], list[tuple[list[str], dict[str, str]]]]:
@@ -80,6 +83,7 @@ BENCH_COLUMNS, _BENCH_EARLIER = _header(
     ([*STARTUP_COLUMNS, *TIMER_COLUMNS], {**_STARTUP_FILL, **dict.fromkeys(TIMER_COLUMNS, "python")}),
     (BENCH_LOSS_COLUMNS, dict.fromkeys(BENCH_LOSS_COLUMNS, "")),
     (QUEUE_COLUMNS, dict.fromkeys(QUEUE_COLUMNS, "")),
+    (IMAGE_COLUMNS, dict.fromkeys(IMAGE_COLUMNS, "")),
 )
 
 # How many variants the launch that measured a training row measured (1: a launch of its own; more: the algorithm was
@@ -98,6 +102,7 @@ TRAIN_COLUMNS, _TRAIN_EARLIER = _header(
     (TRAIN_LOSS_COLUMNS, dict.fromkeys(TRAIN_LOSS_COLUMNS, "")),
     (STEP_COLUMNS, dict.fromkeys(STEP_COLUMNS, "")),
     (QUEUE_COLUMNS, dict.fromkeys(QUEUE_COLUMNS, "")),
+    (IMAGE_COLUMNS, dict.fromkeys(IMAGE_COLUMNS, "")),
 )
 
 EARLIER_COLUMNS = {"bench": _BENCH_EARLIER, "train": _TRAIN_EARLIER}

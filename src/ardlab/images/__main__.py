@@ -4,6 +4,9 @@
     python -m ardlab.images prove mpich --srun    # one, then its ranks under srun on 2 emulated nodes
     python -m ardlab.images exec --root R -- CMD  # CMD inside a proven root, as `apptainer exec` would run it
     python -m ardlab.images srun-check [LIB ...]  # the built images under srun on the emulated cluster's 2 nodes
+    python -m ardlab.images key source|commit     # what containers/build writes into an image's labels
+    python -m ardlab.images key stack --definition DEF
+    python -m ardlab.images check-image LIB IMAGE # refuse an image that does not hold this checkout's ardlab
 """
 
 from __future__ import annotations
@@ -38,12 +41,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sc.add_argument("--nodes", type=int, default=2)
     sc.add_argument("--output", type=Path, required=True, help="folder for <library>_allreduce.csv and "
                     "<library>_horovod.csv")
+    ky = sub.add_parser("key", help="an image layer's key from this checkout (ardlab.images.provenance)")
+    ky.add_argument("what", choices=("stack", "source", "commit"))
+    ky.add_argument("--definition", type=Path, help="the stack's definition as built (for 'stack')")
+    ci = sub.add_parser("check-image", help="refuse an image whose ardlab is not this checkout's (its labels)")
+    ci.add_argument("library")
+    ci.add_argument("image", type=Path)
 
 
 def run(args: argparse.Namespace) -> int:
     from ardlab.comm.libraries import BUILT_IN
     from ardlab.images import prove
 
+    if args.action in ("key", "check-image"):
+        from ardlab.images import provenance
+
+        if args.action == "check-image":
+            found = provenance.check(args.image, args.library)
+            print(f"ardlab: {args.image} holds this checkout's ardlab ({found[provenance.LABEL_SOURCE]})")
+        elif args.what == "stack":
+            if not args.definition:
+                raise ValueError("key stack needs --definition (the stack's definition as built)")
+            print(provenance.stack_key(args.definition))
+        else:
+            print(provenance.source_key() if args.what == "source" else provenance.commit())
+        return 0
     if args.action == "exec":
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
         if not command:

@@ -75,15 +75,30 @@ def validate(config: dict) -> dict:
 
 
 def check_images(config: dict) -> None:
-    """Every image the config names is a file (run before the first job: the Snakefile's onstart; a dry run of a
-    cluster's config is planned on machines without the images)."""
+    """Every image the config names is a file that holds this checkout's ardlab (its labels, as containers/build wrote
+    them: ardlab.images.provenance), so that no job runs another ardlab than the one that plans and reads the rows.
+    Run before the first job (the Snakefile's onstart; a dry run of a cluster's config is planned on machines without
+    the images)."""
+    import shutil
+
+    from ardlab.images import provenance
+
     if config["launcher"] != "srun":
         return
     for lib in config["libraries"]:
         image = config["images"].get(lib)
-        if image and not Path(image).is_file():
+        if not image:
+            continue
+        if not Path(image).is_file():
             raise ValueError(f"config key 'images.{lib}': {image!r} is not a file (containers/build makes the images; "
                              "a relative path is read from the repository's root)")
+        if not shutil.which("apptainer"):
+            raise ValueError(f"config key 'images.{lib}': {image!r} cannot be checked against this checkout: "
+                             "apptainer is not on PATH where the workflow starts (load its module first)")
+        try:
+            provenance.check(Path(image), lib)
+        except ValueError as e:
+            raise ValueError(f"config key 'images.{lib}': {e}") from None
 
 def _algorithms(spec, lib: str, key: str, *, own: bool, nodes: int) -> list[str]:
     """Expand an algorithms spec for one library (names checked against the table)."""
