@@ -32,6 +32,7 @@ from ardlab.comm.families import FAMILIES
 from ardlab.comm.libraries import LIBRARIES, OWN_ALGORITHMS, tuning_family, wire_family
 from ardlab.comm.probe import probe, probe_switched
 from ardlab.comm.traffic import model
+from ardlab.comm.transport import wire
 from conftest import leftovers
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the emulated cluster needs root")]
@@ -322,6 +323,35 @@ def test_every_row_names_its_tuning_file(sweeps):
     assert len(own) == 1 and len(named) == 1 and own != named, (own, named)
     assert (tuning_family(next(iter(own))) != "") and named == {other_tuning_file(next(iter(own)))}
     assert (sweeps[~impi].mpi_tuning_file == "builtin").all()
+
+
+def test_every_row_names_what_carried_its_bytes_between_nodes(sweeps):
+    """One rank a node: no pair of ranks within a node, and between nodes each library's own layer over TCP (the
+    emulated links), as the library named it in the driver's probe launch under srun."""
+    layer = {"mpich": "ucx:", "openmpi": "ob1:", "intelmpi": "ofi:"}
+    for lib in LIBRARIES:
+        rows = sweeps[sweeps.library == lib]
+        assert rows.transport_intra_node.isna().all(), (lib, set(rows.transport_intra_node))
+        (inter,) = set(rows.transport_inter_node)
+        assert inter.startswith(layer[lib]) and wire(inter) == "tcp", (lib, inter)
+
+
+@pytest.mark.parametrize("lib, env, intra, inter", [
+    ("openmpi", {}, "ob1:sm", "ob1:tcp"),
+    ("openmpi", {"OMPI_MCA_btl": "self,tcp"}, "ob1:tcp", "ob1:tcp"),
+    ("openmpi", {"OMPI_MCA_pml": "ucx", "OMPI_MCA_pml_ucx_tls": "any", "OMPI_MCA_pml_ucx_devices": "any"}, "ucx:",
+     "ucx:tcp"),
+    ("intelmpi", {"FI_PROVIDER": "sockets"}, "shm", "ofi:sockets"),
+])
+def test_a_forced_transport_is_read_back_across_two_nodes(four_nodes, monkeypatch, lib, env, intra, inter):
+    """2 nodes x 2 ranks under srun: the transport within a node and between nodes, a setting that forces another
+    one found in what the library reports (ardlab.comm.transport), not assumed from the setting."""
+    from ardlab import driver
+    from ardlab.plan import RunPlan
+
+    monkeypatch.setenv("SLURM_CONF", str(four_nodes.conf))
+    got = driver.transport(RunPlan("microbench", lib, 4, nodes=2, launcher="srun", env=env))
+    assert got["intra_node"].startswith(intra) and got["inter_node"] == inter, got
 
 
 def test_bytes_on_the_wire_match_the_traffic_model(sweeps):

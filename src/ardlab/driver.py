@@ -74,18 +74,19 @@ def launch_env(plan: RunPlan, algorithm: str) -> dict[str, str]:
     return env
 
 
-def command(plan: RunPlan, plan_file: Path) -> tuple[list[str], dict[str, str]]:
-    """(argv, env) of one launch of `plan` whose ranks read `plan_file`."""
+def command(plan: RunPlan, plan_file: Path | None, module: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """(argv, env) of one launch of `plan` whose ranks read `plan_file` (ardlab.rank); or, given `module`, whose
+    ranks run ``python -m MODULE ...`` instead (the transport probe), launched alike."""
     algorithm = forced(plan)
     extra = launch_env(plan, algorithm)
+    args = ["-m", *module] if module else ["-m", "ardlab.rank", "--plan", str(plan_file)]
     if plan.launcher == "local":
-        return launch.command(plan.library, plan.ranks, ["-m", "ardlab.rank", "--plan", str(plan_file)],
-                              algorithm=algorithm, extra_env=extra)
+        return launch.command(plan.library, plan.ranks, args, algorithm=algorithm, extra_env=extra)
     if plan.image:
-        inner = ["apptainer", "exec", plan.image, "ardlab", "rank", "--plan", str(plan_file)]
+        inner = ["apptainer", "exec", plan.image, *(["python", *args] if module else
+                                                     ["ardlab", "rank", "--plan", str(plan_file)])]
     else:
-        inner = [str(launch.require_env(plan.library) / "bin" / "python"), "-m", "ardlab.rank", "--plan",
-                 str(plan_file)]
+        inner = [str(launch.require_env(plan.library) / "bin" / "python"), *args]
     if time_shared(plan):  # the caller's own values win
         extra.update({k: v for k, v in library(plan.library).time_shared_env.items() if k not in os.environ})
     if plan.image:  # images run under srun (the image's MPI talks to srun's PMI plugin)
@@ -104,10 +105,39 @@ def time_shared(plan: RunPlan) -> bool:
         and link_rate() != ""
 
 
+_transports: dict[str, dict[str, str]] = {}
+
+
+def transport(plan: RunPlan) -> dict[str, str]:
+    """What carries the bytes of `plan`'s launches (``ardlab.comm.transport``): read once per library, launcher,
+    ranks, nodes, image and settings in this process by a probe launch of them with the library's reports on and its
+    default algorithm (an algorithm's settings choose a collective algorithm, not a transport)."""
+    from ardlab.comm.transport import parse
+
+    probe = dataclasses.replace(plan, algorithm=DEFAULT, tuned=None, switch=[],
+                                switch_positions=[], options={}, output=None, transport={}, threads=1,
+                                env={**plan.env, **library(plan.library).transport_report_env})
+    key = probe.to_json()
+    if key not in _transports:
+        argv, env = command(probe, None, module=["ardlab.comm.transport"])
+        try:
+            proc = launch.execute(argv, env, timeout=plan.timeout_s or 300, capture=True)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"{plan.label}: the transport probe exceeded {plan.timeout_s or 300:g} s") from None
+        if proc.returncode != 0:
+            raise RuntimeError(f"{library(plan.library).display}'s transport probe for {plan.label} failed "
+                               f"(exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
+        lib = library(plan.library)
+        _transports[key] = parse(lib.family, proc.stdout + "\n" + proc.stderr).fields()
+    return {k.removeprefix("transport_"): v for k, v in _transports[key].items()}
+
+
 def _launch(plan: RunPlan, plan_file: Path, capture: bool) -> subprocess.CompletedProcess:
     if plan.launcher == "local":
         launch.require_env(plan.library)
         plan = dataclasses.replace(plan, threads=local_threads(plan))
+    if not plan.transport:
+        plan = dataclasses.replace(plan, transport=transport(plan))
     plan.save(plan_file)
     argv, env = command(plan, plan_file)
     try:

@@ -43,6 +43,8 @@ class RunPlan:
     launcher: str = "local"  # local: the environment's mpiexec; srun: Slurm's srun (several nodes)
     srun_mpi: str | None = None  # srun's --mpi (default: the table's PMI for the library)
     image: str | None = None  # srun: the Apptainer image the ranks run in (None: the environment of the library)
+    # what carries its bytes, intra_node and inter_node (ardlab.comm.transport; the driver's probe fills it)
+    transport: dict[str, str] = field(default_factory=dict)
     progress: bool = True
     options: dict = field(default_factory=dict)
     # where this launch stands in a comparison's paired rounds (ardlab.rounds); recorded in every row

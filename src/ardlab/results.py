@@ -56,6 +56,11 @@ STEP_COLUMNS = ["step_s", "allreduce_in_step_s", "allreduce_calls_per_step"]
 # The image the ranks ran in (ardlab.images.provenance): the key of ardlab's files in it and their commit, from its
 # labels; empty outside an image (and in files from before rows carried them).
 IMAGE_COLUMNS = ["image_source", "image_commit"]
+# What carried the bytes between two ranks of a node and between nodes, as the library reported it in a probe launch
+# with the same settings (ardlab.comm.transport: "ob1:tcp", "ucx:tcp", "ofi:tcp;ofi_rxm", "shm:posix"); empty where
+# the launch had no such pair of ranks, where it was not probed (a launch by the user's own launcher, --in-mpi), and
+# in files from before rows carried it.
+TRANSPORT_COLUMNS = ["transport_intra_node", "transport_inter_node"]
 
 
 def _header(*eras: tuple[list[str], dict[str, str]]) -> tuple[list[str], list[tuple[list[str], dict[str, str]]]]:
@@ -84,6 +89,7 @@ BENCH_COLUMNS, _BENCH_EARLIER = _header(
     (BENCH_LOSS_COLUMNS, dict.fromkeys(BENCH_LOSS_COLUMNS, "")),
     (QUEUE_COLUMNS, dict.fromkeys(QUEUE_COLUMNS, "")),
     (IMAGE_COLUMNS, dict.fromkeys(IMAGE_COLUMNS, "")),
+    (TRANSPORT_COLUMNS, dict.fromkeys(TRANSPORT_COLUMNS, "")),
 )
 
 # How many variants the launch that measured a training row measured (1: a launch of its own; more: the algorithm was
@@ -103,6 +109,7 @@ TRAIN_COLUMNS, _TRAIN_EARLIER = _header(
     (STEP_COLUMNS, dict.fromkeys(STEP_COLUMNS, "")),
     (QUEUE_COLUMNS, dict.fromkeys(QUEUE_COLUMNS, "")),
     (IMAGE_COLUMNS, dict.fromkeys(IMAGE_COLUMNS, "")),
+    (TRANSPORT_COLUMNS, dict.fromkeys(TRANSPORT_COLUMNS, "")),
 )
 
 EARLIER_COLUMNS = {"bench": _BENCH_EARLIER, "train": _TRAIN_EARLIER}

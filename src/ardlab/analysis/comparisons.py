@@ -26,10 +26,15 @@ from scipy import stats as sps
 
 from ardlab.analysis.study_claims import ACROSS, BEST, WORST, roles
 from ardlab.comm.libraries import DEFAULT, LIBRARIES, TUNED
+from ardlab.comm.transport import wire
+from ardlab.results import TRANSPORT_COLUMNS
 from ardlab.stats import FASTER, SAME, SLOWER, TOO_FEW, geomean_speedup_ci, median_ci, speedup_ci, verdict
 
 TUNED_PHASE = "microbench_tuned/"  # groups whose name starts so measure tuned files (ardlab.study.config)
 TRAINING_GROUP = ["group", "framework", "model", "parallel_mode", "ranks", "nodes"]  # a training comparison's setting
+# The verdict of a comparison between variants whose rows ran on different wires (ardlab.comm.transport.wire): it
+# compares the networks, so it is stated with its transports and never counted as a claim.
+TRANSPORTS_DIFFER = "transports differ"
 
 
 def by_round(g: pd.DataFrame, value: str) -> pd.DataFrame:
@@ -50,6 +55,30 @@ def paired_speedup(faster_if_lower: bool, base: pd.Series, other: pd.Series, pre
     else:  # rates: higher is faster
         sp, lo, hi = speedup_ci(other.to_numpy(), base.to_numpy())
     return {f"{prefix}": sp, f"{prefix}_ci_low": lo, f"{prefix}_ci_high": hi, f"{prefix}_verdict": verdict(lo, hi)}
+
+
+def wires(g: pd.DataFrame) -> dict[str, str]:
+    """Per variant ('library/algorithm'): the wires its rows ran on within a node and between nodes
+    (``transport.wire``), "" where its rows recorded no transport (files from before rows carried it)."""
+    def said(intra: str, inter: str) -> str:
+        return ", ".join(f"{where} {w}" for where, w in (("within a node", wire(intra)), ("between nodes",
+                                                                                        wire(inter))) if w)
+
+    # rows without the columns read as rows of files from before them (ardlab.results' era fill: not recorded)
+    intra, inter = (g.get(c, pd.Series("", index=g.index)).fillna("") for c in TRANSPORT_COLUMNS)
+    w = pd.Series([said(a, b) for a, b in zip(intra, inter)], index=g.index)
+    variants = g.library + "/" + g.algorithm
+    return {variant: " or ".join(sorted(set(seen) - {""})) for variant, seen in w.groupby(variants)}
+
+
+def refuse_across_wires(row: dict, ran_on: dict[str, str], base: str, other: str, prefix: str) -> dict:
+    """`row` with the comparison of `other` against `base` (its `prefix` columns) refused where the two ran on
+    different wires: its verdict TRANSPORTS_DIFFER, the wires named in `<prefix>_transports`."""
+    a, b = ran_on.get(base, ""), ran_on.get(other, "")
+    if a and b and a != b:
+        row[f"{prefix}_verdict"] = TRANSPORTS_DIFFER
+        row[f"{prefix}_transports"] = f"{other}: {b}; {base}: {a}"
+    return row
 
 
 def main_phase(b: pd.DataFrame) -> pd.DataFrame:
@@ -84,11 +113,14 @@ def across_libraries(b: pd.DataFrame) -> pd.DataFrame:
         best, worst = med.idxmin(), med.idxmax()
         row = {"group": group, "ranks": ranks, "nodes": nodes, "size_bytes": size, "best": best,
                "best_median_us": med[best], "worst": worst}
+        ran_on = wires(g)
         row.update(paired_speedup(True, piv[worst], piv[best], "speedup_vs_worst"))
+        refuse_across_wires(row, ran_on, worst, best, "speedup_vs_worst")
         for lib in LIBRARIES:
             d = f"{lib}/{DEFAULT}"
             if d in piv:
                 row.update(paired_speedup(True, piv[d], piv[best], f"speedup_vs_{lib}_default"))
+                refuse_across_wires(row, ran_on, d, best, f"speedup_vs_{lib}_default")
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -156,6 +188,7 @@ def training(t: pd.DataFrame) -> pd.DataFrame:
     for (group, fw, model, mode, ranks, nodes), g in t.groupby(TRAINING_GROUP):
         piv = by_round(g, "img_per_s")
         worst = piv.median().idxmin()
+        ran_on = wires(g)
         for variant in piv.columns:
             lib, alg = variant.split("/", 1)
             s = median_summary(piv[variant])
@@ -167,6 +200,7 @@ def training(t: pd.DataFrame) -> pd.DataFrame:
                 row.update(paired_speedup(False, piv[d], piv[variant], "speedup_vs_default"))
             row["worst"] = worst
             row.update(paired_speedup(False, piv[worst], piv[variant], "speedup_vs_worst"))
+            refuse_across_wires(row, ran_on, worst, variant, "speedup_vs_worst")
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -177,6 +211,7 @@ def training_defaults(t: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (group, fw, model, mode, ranks, nodes), g in t.groupby(TRAINING_GROUP):
         piv = by_round(g, "img_per_s")
+        ran_on = wires(g)
         present = [lib for lib in LIBRARIES if f"{lib}/{DEFAULT}" in piv]
         for lib in present:
             for versus in present:
@@ -184,6 +219,7 @@ def training_defaults(t: pd.DataFrame) -> pd.DataFrame:
                     row = {"group": group, "framework": fw, "model": model, "parallel_mode": mode, "ranks": ranks,
                            "nodes": nodes, "library": lib, "versus": versus}
                     row.update(paired_speedup(False, piv[f"{versus}/{DEFAULT}"], piv[f"{lib}/{DEFAULT}"], "speedup"))
+                    refuse_across_wires(row, ran_on, f"{versus}/{DEFAULT}", f"{lib}/{DEFAULT}", "speedup")
                     rows.append(row)
     return pd.DataFrame(rows)
 

