@@ -928,6 +928,24 @@ def test_nothing_beyond_noise_is_inconclusive_and_says_keep():
     assert f"the largest measured: {answer.library(rec['library']).display} (its default)" in rec["text"], rec["text"]
 
 
+def test_a_library_on_another_wire_is_not_compared_as_a_library():
+    """MPICH's default 3x Open MPI's, but MPICH's bytes went between nodes over UCX's InfiniBand transport and Open
+    MPI's over TCP (its pml ucx declined): the network's doing, so Open MPI is named as not compared and, beating
+    nothing else, the answer is inconclusive; Intel MPI over libfabric's verbs, the same network as MPICH's, is
+    compared as usual."""
+    noise = np.array([1.05, 0.95, 1.0, 1.03, 0.97])
+    a = _recommend({("mpich", "default"): list(3.0 * noise), ("openmpi", "default"): list(1.0 / noise),
+                    ("intelmpi", "default"): list(2.9 / noise)},
+                   {"mpich": "default", "openmpi": "default", "intelmpi": "default"})
+    inter = {"mpich": "ucx:rc_mlx5", "openmpi": "ob1:tcp", "intelmpi": "ofi:verbs;ofi_rxm"}
+    a.check = a.check.assign(transport_intra_node="", transport_inter_node=a.check.library.map(inter))
+    rec = answer.recommendation(a)
+    assert rec["other_wire"] == {"openmpi": "between nodes tcp, against between nodes verbs"}, rec
+    assert "openmpi" not in rec["beats"] + rec["within_noise_of"] and rec["within_noise_of"] == ["intelmpi"]
+    assert rec["status"] == answer.INCONCLUSIVE
+    assert "Not compared: Open MPI's default ran on another wire (between nodes tcp" in rec["text"], rec["text"]
+
+
 @pytest.mark.slow
 def test_an_env_file_sourced_in_a_fresh_shell_runs_the_chosen_algorithm(tmp_path):
     """The env file an advice writes, sourced in a fresh shell: the settings it exports make Open MPI run the chosen

@@ -31,7 +31,8 @@ def test_every_pair_of_training_defaults_is_compared_round_by_round():
 @pytest.mark.parametrize("transport, wire", [
     ("ob1:tcp", "tcp"), ("ucx:tcp", "tcp"), ("ofi:tcp;ofi_rxm", "tcp"), ("ofi:sockets", "tcp"),
     ("shm:posix", "shared memory"), ("ob1:sm", "shared memory"), ("shm", "shared memory"),
-    ("ucx:cma,sysv", "shared memory"), ("ucx:rc_mlx5,sysv,ud_mlx5", "rc_mlx5+ud_mlx5"), ("ofi:psm3", "psm3"),
+    ("ucx:cma,sysv", "shared memory"), ("ucx:rc_mlx5,sysv,ud_mlx5", "verbs"), ("ofi:verbs;ofi_rxm", "verbs"),
+    ("ofi:psm3", "psm3"), ("ucx:tcp,dc_mlx5", "verbs"), ("ofi:psm2", "omni-path"), ("cm", "cm"),
     ("", ""),
 ])
 def test_a_transport_names_its_wire_whichever_library_layers_carry_it(transport, wire):
@@ -52,7 +53,7 @@ def test_libraries_on_different_wires_are_not_compared_as_libraries():
     pair = cmp.training_defaults(pd.DataFrame(rows)).set_index(["library", "versus"])
     assert pair.loc[("mpich", "openmpi"), "speedup_verdict"] == cmp.TRANSPORTS_DIFFER
     assert pair.loc[("mpich", "openmpi"), "speedup_transports"] == (
-        "mpich/default: between nodes rc_mlx5; openmpi/default: between nodes tcp")
+        "mpich/default: between nodes verbs; openmpi/default: between nodes tcp")
     assert pair.loc[("intelmpi", "openmpi"), "speedup_verdict"] == "faster"
     train = cmp.training(pd.DataFrame(rows)).set_index("library")
     assert train.loc["mpich", "speedup_vs_worst_verdict"] == cmp.TRANSPORTS_DIFFER  # the worst: Open MPI over TCP

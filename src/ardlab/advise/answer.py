@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ardlab.analysis.comparisons import wires
 from ardlab.comm.libraries import DEFAULT, TUNED, library
 from ardlab.stats import FASTER, SLOWER, max_adjusted_ci, speedup_ci, verdict
 
@@ -194,9 +195,14 @@ def recommendation(advice, spent: dict | None = None) -> dict:
     if setting != DEFAULT:  # chosen as the fastest of all n: adjusted as the "fastest in training" line is
         within = _interval(*_speedup(check, (lib, setting), (lib, DEFAULT), n - 1))
     total = (spent or {}).get("seconds") or advice.seconds.get("total", sum(advice.seconds.values()))
-    over, beaten, tied, repay = {}, [], [], {}
+    over, beaten, tied, repay, other_wire = {}, [], [], {}, {}
+    ran_on = wires(check)  # a library on another wire than the fastest setting's is not compared as a library
     for other in advice.picks:
         if other == lib:
+            continue
+        mine, theirs = ran_on.get(f"{lib}/{setting}", ""), ran_on.get(f"{other}/{DEFAULT}", "")
+        if mine and theirs and mine != theirs:
+            other_wire[other] = f"{theirs}, against {mine}"
             continue
         # the fastest setting itself carries the evidence (the same interval as the "fastest in training" line's)
         m, lo, hi = _speedup(check, (lib, setting), (other, DEFAULT), n - 1)
@@ -208,10 +214,13 @@ def recommendation(advice, spent: dict | None = None) -> dict:
             tied.append(other)
     own_beaten = within is not None and within["low"] is not None and within["low"] > 1
     status = ANSWERED if beaten or own_beaten else INCONCLUSIVE
+    text = _recommend_text(lib, setting, within, own_beaten, over, beaten, tied, repay, n, job.unit, status)
+    if other_wire:
+        text += " Not compared: " + "; ".join(f"{library(o).display}'s default ran on another wire ({w})"
+                                               for o, w in other_wire.items()) + "."
     return {"status": status, "library": lib, "setting": setting, "of": n, "within_library": within,
             "over_defaults": over, "beats": beaten, "within_noise_of": tied, "steps_to_repay": repay,
-            "unit": job.unit, "text": _recommend_text(lib, setting, within, own_beaten, over, beaten, tied, repay, n,
-                                                      job.unit, status)}
+            "other_wire": other_wire, "unit": job.unit, "text": text}
 
 
 def _bytes(n: int) -> str:

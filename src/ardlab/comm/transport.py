@@ -149,10 +149,21 @@ TCP = frozenset({"tcp", "sockets", "udp"})
 LAYERED = frozenset({"ofi_rxm", "ofi_rxd"})  # libfabric's utility providers over a core provider
 
 
+# The fast networks by the transports of UCX, libfabric and Open MPI that drive them (a name's prefix)
+NETWORKS = {"verbs": ("rc_verbs", "ud_verbs", "rc_mlx5", "dc_mlx5", "ud_mlx5", "rc_x", "dc_x", "ud_x", "verbs",
+                      "mlx", "openib", "ib", "rdmacm"),
+            "omni-path": ("psm2", "psmx2", "opx"), "efa": ("efa",), "psm3": ("psm3",)}
+
+
+def _network(part: str) -> str:
+    return next((net for net, names in NETWORKS.items() if any(part.startswith(n) for n in names)), part)
+
+
 def wire(transport: str) -> str:
-    """What a transport runs on, whichever library's layers carry it: "shared memory", "tcp", else the fast
-    network's transports themselves ("rc_mlx5+ud_mlx5", "verbs", "psm3"); "" where none was recorded. Libraries
-    compared on different wires compare the networks, not the libraries (ardlab.analysis.comparisons)."""
+    """What a transport runs on, whichever library's layers carry it: "shared memory", "tcp", or the fast network
+    ("verbs": InfiniBand or RoCE, whether UCX's rc_mlx5 or libfabric's verbs drives it; "omni-path", "efa", "psm3";
+    else the transport's own name); "" where none was recorded. Libraries compared on different wires compare the
+    networks, not the libraries (ardlab.analysis.comparisons)."""
     if not transport:
         return ""
     what = transport.split(":", 1)[1] if ":" in transport else transport
@@ -161,7 +172,7 @@ def wire(transport: str) -> str:
         return "shared memory"
     if parts <= TCP | SHARED_MEMORY:
         return "tcp"
-    return "+".join(sorted(parts - SHARED_MEMORY))
+    return "+".join(sorted({_network(p) for p in parts - SHARED_MEMORY - TCP}))
 
 
 def parse(family: str, text: str) -> Transport:
