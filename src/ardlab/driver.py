@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import os
 import socket
 import subprocess
@@ -110,16 +111,17 @@ _transports: dict[str, dict[str, str]] = {}
 
 def transport(plan: RunPlan) -> dict[str, str]:
     """What carries the bytes of `plan`'s launches (``ardlab.comm.transport``): read once per library, launcher,
-    ranks, nodes, image and settings in this process by a probe launch of them with the library's reports on and its
-    default algorithm (an algorithm's settings choose a collective algorithm, not a transport)."""
+    ranks, nodes, image and settings (the probe's whole command line and environment) in this process by a probe
+    launch of them with the library's reports on and its default algorithm (an algorithm's settings choose a
+    collective algorithm, not a transport)."""
     from ardlab.comm.transport import parse
 
     probe = dataclasses.replace(plan, algorithm=DEFAULT, tuned=None, switch=[],
                                 switch_positions=[], options={}, output=None, transport={}, threads=1,
                                 env={**plan.env, **library(plan.library).transport_report_env})
-    key = probe.to_json()
+    argv, env = command(probe, None, module=["ardlab.comm.transport"])
+    key = json.dumps([argv, sorted(env.items())])  # any setting that differs (a cluster's, a library's) probes again
     if key not in _transports:
-        argv, env = command(probe, None, module=["ardlab.comm.transport"])
         try:
             proc = launch.execute(argv, env, timeout=plan.timeout_s or 300, capture=True)
         except subprocess.TimeoutExpired:
