@@ -51,3 +51,19 @@ def test_a_probe_output_without_its_mark_or_its_reports_is_named():
         transport.parse("mpich", mark)
     with pytest.raises(RuntimeError, match="Intel MPI named no fabric"):
         transport.parse("intelmpi", mark)
+
+
+def test_the_transport_command_says_what_a_setting_chose_and_names_bad_input():
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    run = [sys.executable, "-m", "ardlab.cli", "transport", "--library", "openmpi"]
+    proc = subprocess.run([*run, "--env", "OMPI_MCA_btl=self,tcp"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == [f"{'within a node':14s} {'ob1:tcp':24s} tcp",
+                                        f"{'between nodes':14s} {'-':24s} no pair of ranks there"]
+    bad = subprocess.run([*run, "--env", "OMPI_MCA_btl"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--env 'OMPI_MCA_btl' is not NAME=VALUE" in bad.stderr

@@ -1,6 +1,7 @@
 """The `ardlab` command line: one subcommand per job, each a parser-building function and a handler.
 
-    info | probe | bench allreduce | train | train-tf | tune | report | predict | cluster | image | run | rank
+    info | probe | transport | bench allreduce | train | train-tf | tune | report | predict | cluster | image | run |
+    rank
 
 Measuring subcommands build a validated run plan (the program's ``plan``, ``ardlab.programs``) and hand it to the driver
 (``ardlab.driver``),
@@ -78,6 +79,25 @@ def _probe(args: argparse.Namespace) -> int:
         print(f"{n:6d}  {key}")
     if not hits:
         print("no algorithm function or fallback message observed")
+    return 0
+
+
+def _transport(args: argparse.Namespace) -> int:
+    from ardlab.comm.transport import wire
+    from ardlab.driver import transport
+    from ardlab.plan import RunPlan
+
+    env = {}
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--env {item!r} is not NAME=VALUE")
+        env[key] = value
+    got = transport(RunPlan("microbench", args.library, args.ranks, nodes=args.nodes, launcher=args.launcher,
+                            env=env, timeout_s=args.timeout))
+    for kind, where in (("intra_node", "within a node"), ("inter_node", "between nodes")):
+        t = got[kind]
+        print(f"{where:14s} {t or '-':24s} {wire(t) or 'no pair of ranks there'}")
     return 0
 
 
@@ -368,6 +388,17 @@ def _probe_parser(s):
     s.add_argument("--noncommutative", action="store_true",
                    help="use a non-commutative op (MPICH: makes commutative-only algorithms report fallback)")
     s.set_defaults(func=_probe)
+
+
+def _transport_parser(s):
+    s.add_argument("--library", required=True, choices=list(LIBRARIES))
+    s.add_argument("--ranks", type=int, default=2)
+    s.add_argument("--nodes", type=int, default=1, help="nodes to spread them over (--launcher srun)")
+    s.add_argument("--launcher", choices=LAUNCHERS, default="local", help="as the measuring commands'")
+    s.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="a setting for every rank (e.g. UCX_TLS=tcp, FI_PROVIDER=tcp, OMPI_MCA_pml=ucx); repeatable")
+    s.add_argument("--timeout", type=float, help="seconds before the probe launch is killed (default 300)")
+    s.set_defaults(func=_transport)
 
 
 def _bench_allreduce_parser(s):
@@ -661,6 +692,8 @@ COMMANDS = [
     ("libraries", "the MPI libraries ardlab knows: the three built in and a site's registered ones (add one)",
      _libraries_parser),
     ("probe", "show which internal Allreduce algorithm a forced setting really runs", _probe_parser),
+    ("transport", "what carries the library's bytes within a node and between nodes, as it reports them (the probe "
+                  "every row's transport columns come from)", _transport_parser),
     ("bench", "microbenchmarks", _bench_parser),
     ("train", "train a CNN with ardlab.nn, data parallel over MPI", _train_parser),
     ("train-tf", "train with TensorFlow + Horovod over the library's MPI (Horovod's synthetic-benchmark method)",
