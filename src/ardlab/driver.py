@@ -117,7 +117,7 @@ def transport(plan: RunPlan) -> dict[str, str]:
     from ardlab.comm.transport import parse
 
     probe = dataclasses.replace(plan, algorithm=DEFAULT, tuned=None, switch=[],
-                                switch_positions=[], options={}, output=None, transport={}, threads=1,
+                                switch_positions=[], options={}, output=None, transport={},
                                 env={**plan.env, **library(plan.library).transport_report_env})
     argv, env = command(probe, None, module=["ardlab.comm.transport"])
     key = json.dumps([argv, sorted(env.items())])  # any setting that differs (a cluster's, a library's) probes again
