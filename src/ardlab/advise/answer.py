@@ -22,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ardlab.analysis.comparisons import wires
 from ardlab.comm.libraries import DEFAULT, TUNED, library
 from ardlab.stats import FASTER, SLOWER, max_adjusted_ci, speedup_ci, verdict
 
@@ -196,6 +195,8 @@ def recommendation(advice, spent: dict | None = None) -> dict:
         within = _interval(*_speedup(check, (lib, setting), (lib, DEFAULT), n - 1))
     total = (spent or {}).get("seconds") or advice.seconds.get("total", sum(advice.seconds.values()))
     over, beaten, tied, repay, other_wire = {}, [], [], {}, {}
+    from ardlab.analysis.comparisons import wires  # pandas: the driver's environment has it, a library's need not
+
     ran_on = wires(check)  # a library on another wire than the fastest setting's is not compared as a library
     for other in advice.picks:
         if other == lib:
