@@ -116,9 +116,10 @@ def transport(plan: RunPlan) -> dict[str, str]:
     collective algorithm, not a transport)."""
     from ardlab.comm.transport import parse
 
+    lib = library(plan.library)
     probe = dataclasses.replace(plan, algorithm=DEFAULT, tuned=None, switch=[],
                                 switch_positions=[], options={}, output=None, transport={},
-                                env={**plan.env, **library(plan.library).transport_report_env})
+                                env={**plan.env, **lib.transport_report_env})
     argv, env = command(probe, None, module=["ardlab.comm.transport"])
     key = json.dumps([argv, sorted(env.items())])  # any setting that differs (a cluster's, a library's) probes again
     if key not in _transports:
@@ -127,11 +128,10 @@ def transport(plan: RunPlan) -> dict[str, str]:
         except subprocess.TimeoutExpired:
             raise RuntimeError(f"{plan.label}: the transport probe exceeded {plan.timeout_s or 300:g} s") from None
         if proc.returncode != 0:
-            raise RuntimeError(f"{library(plan.library).display}'s transport probe for {plan.label} failed "
+            raise RuntimeError(f"{lib.display}'s transport probe for {plan.label} failed "
                                f"(exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
-        lib = library(plan.library)
-        _transports[key] = parse(lib.family, proc.stdout + "\n" + proc.stderr).fields()
-    return {k.removeprefix("transport_"): v for k, v in _transports[key].items()}
+        _transports[key] = dataclasses.asdict(parse(lib.family, proc.stdout + "\n" + proc.stderr))
+    return dict(_transports[key])
 
 
 def _launch(plan: RunPlan, plan_file: Path, capture: bool) -> subprocess.CompletedProcess:
