@@ -39,6 +39,28 @@ def test_rows_carry_the_transport_of_their_launch(tmp_path):
     assert len(rows) == 4
 
 
+# Debian's MPICH 4.0.2 (ch4:ucx, UCX 1.13.1: no protocol tables) with UCX_LOG_LEVEL=info, in the form recorded here
+# (2026-12-07, one node): rank 0's own endpoint, one to its node's rank, one to another node's (the form the 2-node probe
+# read as ucx:tcp); and a line of another process, which is not rank 0's.
+UCX_113 = """==== UCX netmod Capability ====
+{mark} pid=15921 host=n1 node=n1 kinds=intra_node,inter_node
+[1796651068.691090] [n1:15921:0]     ucp_context.c:1849 UCX  INFO  Version 1.13.1 (loaded from /lib/libucp.so.0)
+[1796651068.716501] [n1:15921:0]      ucp_worker.c:1763 UCX  INFO    ep_cfg[0]: tag(self/memory0 cma/memory) \
+rma(self/memory0 sysv/memory posix/memory) am(self/memory0 cma/memory)
+[1796651068.716841] [n1:15921:0]      ucp_worker.c:1763 UCX  INFO    ep_cfg[1]: tag(sysv/memory cma/memory) \
+rma(sysv/memory posix/memory) am(sysv/memory cma/memory)
+[1796651068.716919] [n2:15922:0]      ucp_worker.c:1763 UCX  INFO    ep_cfg[1]: tag(rc_mlx5/mlx5_0:1) am(tcp/eth0)
+[1796651068.717002] [n1:15921:0]      ucp_worker.c:1763 UCX  INFO    ep_cfg[2]: tag(tcp/eth0) am(tcp/eth0)
+"""
+
+
+def test_a_ucx_without_protocol_tables_is_read_from_its_endpoint_configurations():
+    """UCX 1.13 (Debian's MPICH 4.0 and Open MPI 4.1) prints no protocol tables: the tagged-message lanes of rank 0's
+    endpoints, memory transports within a node, any other between nodes; other processes' lines left out."""
+    got = transport.parse("mpich", UCX_113.format(mark=transport.MARK))
+    assert got == transport.Transport(intra_node="ucx:cma,sysv", inter_node="ucx:tcp")
+
+
 def test_a_probe_output_without_its_mark_or_its_reports_is_named():
     with pytest.raises(ValueError, match="no transport reader for the library family 'mvapich'"):
         transport.parse("mvapich", "")

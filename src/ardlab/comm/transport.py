@@ -13,7 +13,9 @@ rank of its node and one of another node. From rank 0's lines, per family:
 - Intel MPI: its fabric (``I_MPI_DEBUG``'s start-up lines: ``libfabric provider: tcp;ofi_rxm``, or a single node's
   ``Defaulting to shm fabric``).
 - UCX (MPICH's ucx netmod, Open MPI's pml ucx): the transports in the tables of tagged messages it prints
-  (``UCX_PROTO_INFO=y``) for the intra-node and inter-node endpoints, e.g. ``tcp``, ``rc_mlx5``, ``sysv``, ``cma``.
+  (``UCX_PROTO_INFO=y``) for the intra-node and inter-node endpoints, e.g. ``tcp``, ``rc_mlx5``, ``sysv``, ``cma``;
+  a UCX without those tables (1.13, in Debian's MPICH 4.0 and Open MPI 4.1) names its endpoints' tagged-message lanes
+  (``UCX_LOG_LEVEL=info``: ``ep_cfg[1]: tag(tcp/eth0)``).
   UCX prints them when an endpoint is made, for what it would use: under MPICH a node's messages go through ch4's
   shared memory all the same (measured here: MPICH's intra-node endpoints print ``cma,sysv`` tables too).
 
@@ -91,7 +93,31 @@ def ucx_transports(lines: list[str]) -> dict[str, str]:
         row = _UCX_ROW.search(ln)
         if row and kind:
             found.setdefault(kind, set()).add(row.group(1))
+    if not found:
+        found = _ucx_endpoint_configs(lines)
     return {k: ",".join(sorted(v)) for k, v in found.items()}
+
+
+_UCX_EP_CFG = re.compile(r"ep_cfg\[\d+\]: tag\(([^)]*)\)")
+# UCX's transports within a node (memory: self, shared memory, cross-memory attach); any other carries a network's
+_UCX_MEMORY = {"self", "sysv", "posix", "cma", "knem", "xpmem"}
+
+
+def _ucx_endpoint_configs(lines: list[str]) -> dict[str, set[str]]:
+    """UCX before its protocol tables (1.13, Debian bookworm's): the transports of each endpoint configuration's
+    tagged-message lanes (``UCX_LOG_LEVEL=info``: ``ep_cfg[1]: tag(sysv/memory cma/memory) ...``), an endpoint of
+    the node where all are memory transports (the process's own endpoint, with ``self``, left out), of another node
+    otherwise."""
+    found: dict[str, set[str]] = {}
+    for ln in lines:
+        m = _UCX_EP_CFG.search(ln)
+        if not m:
+            continue
+        tls = {lane.split("/", 1)[0] for lane in m.group(1).split()}
+        if not tls or "self" in tls:
+            continue
+        found.setdefault("intra_node" if tls <= _UCX_MEMORY else "inter_node", set()).update(tls)
+    return found
 
 
 def parse_openmpi(text: str, r0: Rank0) -> Transport:
