@@ -1,4 +1,5 @@
-"""launch.execute starts again a launch that failed in a library's known start-up race, and only that.
+"""launch.execute starts again a launch that failed in a library's known start-up race, and only that; and stops a
+launch that hangs after its ranks made their finished mark (the last test).
 
 Open MPI 5's ranks can crash inside MPI_Init (ob1 is handed a message before it is ready for it; the table's
 `init_crash_why`): seen on the emulated cluster under srun, how often in docs/cluster.md. The race cannot be caused at
@@ -7,9 +8,13 @@ replay the report of a real crash (tests/data/openmpi_init_crash.txt) from a pro
 the rank did: what they prove is how execute treats such a launch.
 """
 
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from ardlab.comm import launch, library
 
@@ -71,3 +76,29 @@ def test_a_crash_in_the_program_is_not_started_again(tmp_path, capsys):
     proc, attempts = _launch(tmp_path, crashes=1, report=REPORT.replace("(ompi_mpi_init+", "(PMPI_Allreduce+"))
     assert attempts == 1 and proc.returncode != 0
     assert "launching again" not in capsys.readouterr().err
+
+
+def test_a_launch_that_hangs_after_its_finished_mark_is_stopped_and_stands(tmp_path, monkeypatch):
+    """A launch whose ranks made the finished mark and then do not end (Debian's MPICH 4.0 over UCX's TCP in
+    MPI_Finalize) is stopped FINALIZE_GRACE_S later and returned as succeeded, saying so; one without the mark runs on
+    to its timeout as before. The hang is a process that sleeps after making the mark."""
+
+
+    monkeypatch.setattr(launch, "FINALIZE_GRACE_S", 1.0)
+    monkeypatch.setattr(launch, "_POLL_S", 0.2)
+    mark = launch.finished_mark(tmp_path / "plan.json")
+    assert mark.name == "plan.json.finished"
+    hang = [sys.executable, "-c", f"import pathlib, time; print('rows'); pathlib.Path({str(mark)!r}).touch(); "
+                                  "time.sleep(600)"]
+    for capture in (True, False):
+        mark.unlink(missing_ok=True)
+        proc = launch.execute(hang, dict(os.environ), timeout=60, capture=capture, finished=mark)
+        assert proc.returncode == 0
+        if capture:
+            assert proc.stdout == "rows\n" and "hung in MPI_Finalize" in proc.stderr, proc.stderr
+    said = [sys.executable, "-c", "import time; print('all done', flush=True); time.sleep(600)"]
+    proc = launch.execute(said, dict(os.environ), timeout=60, finished="all done")  # a line of its output, captured
+    assert proc.returncode == 0 and "hung in MPI_Finalize" in proc.stderr
+    with pytest.raises(subprocess.TimeoutExpired):
+        launch.execute([sys.executable, "-c", "import time; time.sleep(600)"], dict(os.environ), timeout=2,
+                       finished=tmp_path / "never.finished")

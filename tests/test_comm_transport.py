@@ -40,8 +40,8 @@ def test_rows_carry_the_transport_of_their_launch(tmp_path):
 
 
 # Debian's MPICH 4.0.2 (ch4:ucx, UCX 1.13.1: no protocol tables) with UCX_LOG_LEVEL=info, in the form recorded here
-# (2026-12-07, one node): rank 0's own endpoint, one to its node's rank, one to another node's (the form the 2-node probe
-# read as ucx:tcp); and a line of another process, which is not rank 0's.
+# (2026-12-07, one node): rank 0's own endpoint, one to its node's rank, one to another node's (the form the 2-node
+# probe read as ucx:tcp); and a line of another process, which is not rank 0's.
 UCX_113 = """==== UCX netmod Capability ====
 {mark} pid=15921 host=n1 node=n1 kinds=intra_node,inter_node
 [1796651068.691090] [n1:15921:0]     ucp_context.c:1849 UCX  INFO  Version 1.13.1 (loaded from /lib/libucp.so.0)

@@ -32,7 +32,13 @@ def _info(args: argparse.Namespace) -> int:
     for lib in LIBRARIES.values():
         prefix = env_prefix(lib.name)
         installed = (prefix / "bin" / "mpiexec").exists()
-        print(f"{lib.display} [{lib.name}]  packages: {' '.join(lib.pip_packages)}")
+        if lib.site:
+            print(f"{lib.display} [{lib.name}]  site library of family {lib.family}, registered in {lib.site.source}: "
+                  f"mpicc {lib.site.mpicc}, mpiexec {lib.site.mpiexec}")
+            if lib.refused:
+                print(f"  its build refused (probed at set-up): {', '.join(sorted(lib.refused))}")
+        else:
+            print(f"{lib.display} [{lib.name}]  packages: {' '.join(lib.pip_packages)}")
         print(f"  environment: {prefix} ({'installed' if installed else 'missing'})")
         print(f"  launcher: mpiexec {' '.join(lib.launcher_flags)} -n N"
               + (f"   env: {' '.join(f'{k}={v}' for k, v in lib.launcher_env.items())}" if lib.launcher_env else ""))
@@ -46,6 +52,9 @@ def _info(args: argparse.Namespace) -> int:
                   f"{' '.join(f'{k}={v}' for k, v in lib.time_shared_env.items())}")
         if lib.srun_proof:
             print(f"  proven under srun: {lib.srun_proof}")
+        elif lib.site:
+            print("  proven under srun: not by ardlab's tests for this build (a site's own; its family's way above is "
+                  "what ardlab runs: `ardlab transport --launcher srun` shows what it reports)")
         if lib.tuning_file_var:
             from ardlab.comm.startup import tuning_file_here
 
@@ -273,9 +282,10 @@ def _run(args: argparse.Namespace) -> int:
 
 def _rank(args: argparse.Namespace) -> int:
     from ardlab.plan import RunPlan
-    from ardlab.rank import execute
+    from ardlab.rank import execute, finished
 
     execute(RunPlan.load(args.plan))
+    finished(args.plan)
     return 0
 
 

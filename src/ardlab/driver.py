@@ -114,7 +114,7 @@ def transport(plan: RunPlan) -> dict[str, str]:
     ranks, nodes, image and settings (the probe's whole command line and environment) in this process by a probe
     launch of them with the library's reports on and its default algorithm (an algorithm's settings choose a
     collective algorithm, not a transport)."""
-    from ardlab.comm.transport import parse
+    from ardlab.comm.transport import MARK, parse
 
     lib = library(plan.library)
     probe = dataclasses.replace(plan, algorithm=DEFAULT, tuned=None, switch=[],
@@ -124,7 +124,8 @@ def transport(plan: RunPlan) -> dict[str, str]:
     key = json.dumps([argv, sorted(env.items())])  # any setting that differs (a cluster's, a library's) probes again
     if key not in _transports:
         try:
-            proc = launch.execute(argv, env, timeout=plan.timeout_s or 300, capture=True)
+            # rank 0 says who it is once every rank is done: a launch that then hangs in MPI_Finalize is stopped
+            proc = launch.execute(argv, env, timeout=plan.timeout_s or 300, capture=True, finished=MARK)
         except subprocess.TimeoutExpired:
             raise RuntimeError(f"{plan.label}: the transport probe exceeded {plan.timeout_s or 300:g} s") from None
         if proc.returncode != 0:
@@ -143,7 +144,8 @@ def _launch(plan: RunPlan, plan_file: Path, capture: bool) -> subprocess.Complet
     plan.save(plan_file)
     argv, env = command(plan, plan_file)
     try:
-        proc = launch.execute(argv, env, timeout=plan.timeout_s, capture=capture)
+        proc = launch.execute(argv, env, timeout=plan.timeout_s, capture=capture,
+                              finished=launch.finished_mark(plan_file))
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"{plan.label}: {plan.program} run exceeded its timeout of {plan.timeout_s:g} s and was "
                            "killed; nothing was written") from None

@@ -161,7 +161,21 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, RuntimeError, FloatingPointError) as e:
         print(f"ardlab: error: {e}", file=sys.stderr)
         return 2
+    finished(args.plan)
     return 0
+
+
+def finished(plan_file: str) -> None:
+    """Once every rank's work is done (its rows written by rank 0): rank 0 leaves the plan's finished mark
+    (``ardlab.comm.launch.finished_mark``), which lets the driver stop a launch that then hangs in MPI_Finalize."""
+    from mpi4py import MPI
+
+    from ardlab.comm.launch import finished_mark
+
+    if MPI.Is_initialized() and not MPI.Is_finalized():
+        MPI.COMM_WORLD.Barrier()
+        if MPI.COMM_WORLD.rank == 0:
+            finished_mark(Path(plan_file)).touch()
 
 
 if __name__ == "__main__":

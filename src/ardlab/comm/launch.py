@@ -101,8 +101,23 @@ _POLL_S = 2.0
 STOP_GRACE_S = 15.0  # how long a stopped launch's launcher may take to end its ranks before everything is killed
 
 
+# How long a launch whose ranks all finished their work (its finished mark made) may take to end: MPI_Finalize and
+# the launcher's own exit take well under a second here; Debian's MPICH 4.0 (ch4:ucx, UCX 1.13 over TCP) was seen to
+# hang there for good, one rank flushing its endpoints while the others wait in the PMI barrier no progress reaches.
+FINALIZE_GRACE_S = 30.0
+
+
 class PmiRequestSplit(RuntimeError):
     """Slurm's pmi2 plugin split a rank's PMI-1 request in every attempt of a launch."""
+
+
+class FinalizeHang(RuntimeError):
+    """Every rank finished its work, and the launch did not end within FINALIZE_GRACE_S after."""
+
+
+def finished_mark(plan_file: Path) -> Path:
+    """The file rank 0 makes beside a plan once every rank's work is done (``ardlab.rank.finished``)."""
+    return plan_file.with_name(plan_file.name + ".finished")
 
 
 def init_crash(proc: subprocess.CompletedProcess) -> str | None:
@@ -119,7 +134,7 @@ def init_crash(proc: subprocess.CompletedProcess) -> str | None:
 
 
 def execute(argv: Sequence[str], env: Mapping[str, str], *, timeout: float | None = None,
-            capture: bool = True) -> subprocess.CompletedProcess:
+            capture: bool = True, finished: Path | str | None = None) -> subprocess.CompletedProcess:
     """Run one launch (`argv` from ``command`` or a driver) with its own scratch folder; on a timeout (or an
     interrupt) the launcher and every process it started are killed and TimeoutExpired raised. The launch stays in
     the caller's process group, so whoever kills that group kills the ranks too. The scratch folder goes either
@@ -129,11 +144,15 @@ def execute(argv: Sequence[str], env: Mapping[str, str], *, timeout: float | Non
     again, saying so on stderr, up to START_ATTEMPTS launches in all: one whose output shows Slurm's pmi2 plugin
     splitting a PMI-1 request (PMI_SPLIT; the ranks would wait forever) is stopped at once, the last one's
     PmiRequestSplit raised; one whose rank crashed in a library's known start-up race (``init_crash``) ends by
-    itself, the last one returned as it failed."""
+    itself, the last one returned as it failed.
+
+    `finished`: the mark the ranks leave once all their work is done (``finished_mark``), or a line of a captured
+    launch's output that says so; a launch still running FINALIZE_GRACE_S after it appeared is stopped and returned
+    as it succeeded, saying so on stderr (its results were written before the mark)."""
     for attempt in range(1, START_ATTEMPTS):
         again = f"launching again, attempt {attempt + 1} of {START_ATTEMPTS}"
         try:
-            proc = _execute_once(argv, env, attempt, timeout=timeout, capture=capture)
+            proc = _execute_once(argv, env, attempt, timeout=timeout, capture=capture, finished=finished)
         except PmiRequestSplit:
             print(f"ardlab: Slurm's pmi2 plugin split a PMI-1 request of the ranks in MPI_Init ({PMI_SPLIT!r}; "
                   f"docs/cluster.md): {again}", file=sys.stderr, flush=True)
@@ -143,11 +162,11 @@ def execute(argv: Sequence[str], env: Mapping[str, str], *, timeout: float | Non
             return proc
         print(f"ardlab: a rank crashed in MPI_Init, before the program ran (exit {proc.returncode}; {crash}): "
               f"{again}", file=sys.stderr, flush=True)
-    return _execute_once(argv, env, START_ATTEMPTS, timeout=timeout, capture=capture)
+    return _execute_once(argv, env, START_ATTEMPTS, timeout=timeout, capture=capture, finished=finished)
 
 
 def _execute_once(argv: Sequence[str], env: Mapping[str, str], attempt: int, *, timeout: float | None,
-                  capture: bool) -> subprocess.CompletedProcess:
+                  capture: bool, finished: Path | str | None = None) -> subprocess.CompletedProcess:
     # a later attempt says so in the ranks' environment: the bytes MPICH sends are stray memory, and a launch started
     # again exactly alike has been seen to send the same
     env = {**env, "ARDLAB_LAUNCH_ATTEMPT": str(attempt)} if attempt > 1 else env
@@ -157,15 +176,18 @@ def _execute_once(argv: Sequence[str], env: Mapping[str, str], attempt: int, *, 
         with subprocess.Popen(list(argv), env={**env, **scratch_env(Path(folder))}, text=True, stdout=pipe,
                               stderr=pipe) as proc:
             try:
-                out, err = _communicate(proc, timeout, watch=capture)
+                out, err = _communicate(proc, timeout, watch=capture, finished=finished)
+            except FinalizeHang as hang:
+                _end(proc)
+                out, err = proc.communicate()
+                note = f"ardlab: {hang}; stopped, its results stand (written before the mark)"
+                if capture:
+                    err = (err or "") + note + "\n"
+                else:
+                    print(note, file=sys.stderr, flush=True)
+                return subprocess.CompletedProcess(proc.args, 0, out, err)
             except BaseException:
-                _stop(proc)
-                try:
-                    proc.wait(timeout=STOP_GRACE_S)
-                except subprocess.TimeoutExpired:
-                    pass
-                _kill_tree(proc.pid)
-                proc.wait()
+                _end(proc)
                 raise
         if capture and proc.returncode != 0 and PMI_SPLIT in (out or "") + (err or ""):
             raise PmiRequestSplit(f"{PMI_SPLIT} (a rank's PMI-1 request split by Slurm's pmi2 plugin; the launch "
@@ -174,20 +196,40 @@ def _execute_once(argv: Sequence[str], env: Mapping[str, str], attempt: int, *, 
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def _communicate(proc: subprocess.Popen, timeout: float | None, *, watch: bool) -> tuple[str, str]:
-    """proc.communicate(timeout), looking at the output every _POLL_S seconds for PMI_SPLIT when `watch`
-    (communicate keeps what it read across its timeouts)."""
-    if not watch:
+def _end(proc: subprocess.Popen) -> None:
+    """Stop a launch: its launcher first (which ends its ranks), everything it started once STOP_GRACE_S passed."""
+    _stop(proc)
+    try:
+        proc.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    _kill_tree(proc.pid)
+    proc.wait()
+
+
+def _communicate(proc: subprocess.Popen, timeout: float | None, *, watch: bool,
+                 finished: Path | str | None = None) -> tuple[str, str]:
+    """proc.communicate(timeout), looking every _POLL_S seconds at the output for PMI_SPLIT when `watch`
+    (communicate keeps what it read across its timeouts) and for the ranks' `finished` mark: FinalizeHang once the
+    launch outlived it by FINALIZE_GRACE_S."""
+    if not watch and finished is None:
         return proc.communicate(timeout=timeout)
     end = None if timeout is None else time.monotonic() + timeout
+    done_at = None
     while True:
         step = _POLL_S if end is None else min(_POLL_S, max(end - time.monotonic(), 0.0))
         try:
             return proc.communicate(timeout=step)
         except subprocess.TimeoutExpired as partial:
             seen = b"".join(x for x in (partial.stdout, partial.stderr) if isinstance(x, bytes))
-            if PMI_SPLIT.encode() in seen:
+            if watch and PMI_SPLIT.encode() in seen:
                 raise PmiRequestSplit(f"{PMI_SPLIT} (a rank's PMI-1 request split by Slurm's pmi2 plugin)") from None
+            if done_at is None and (finished.encode() in seen if isinstance(finished, str) else
+                                    finished is not None and finished.exists()):
+                done_at = time.monotonic()
+            if done_at is not None and time.monotonic() - done_at >= FINALIZE_GRACE_S:
+                raise FinalizeHang(f"every rank finished its work, and the launch had not ended {FINALIZE_GRACE_S:g} s "
+                                   "later (hung in MPI_Finalize)") from None
             if end is not None and time.monotonic() >= end:
                 raise subprocess.TimeoutExpired(proc.args, timeout) from None
 
