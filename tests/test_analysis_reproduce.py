@@ -22,7 +22,7 @@ def synthetic_run(folder, ring_speedup_by_size, seed, algorithms=("default", "ri
                              "max_us": f"{t:.3f}", "knobs": "", "started_at": f"2026-12-01T00:{r:02d}:{pos:02d}+00:00",
                              "group": "microbench/n1-r2", "round": r, "position": pos, "order_seed": 0,
                              "link_rate": "", "link_queue": "", "image_source": "", "image_commit": "",
-                             "transport_intra_node": "", "transport_inter_node": "",
+                             "transport_intra_node": "", "transport_inter_node": "", "library_family": "mpich",
                              "threads_per_core": "", "net_tx_bytes_per_call": "",
                              "net_tx_max_node_bytes_per_call": "",
                              "mpi_tuning_file": "builtin", "mpi_thread_level": "multiple",

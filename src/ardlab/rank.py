@@ -40,7 +40,7 @@ def execute(plan: RunPlan) -> list[dict] | None:
         from ardlab.comm.launch import thread_env
 
         os.environ.update(thread_env(plan.threads))  # for runtimes that read them when they load
-    where = placement(plan.threads or 1) | Transport(**plan.transport).fields()
+    where = placement(plan.threads or 1) | Transport(**plan.transport).fields() | {"library_family": lib.family}
     if not prog.trains:
         return _bench(prog, plan, where)
     train = _counted(prog.code().on_rank, int(where["nodes"]))

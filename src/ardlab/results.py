@@ -61,6 +61,10 @@ IMAGE_COLUMNS = ["image_source", "image_commit"]
 # the launch had no such pair of ranks, where it was not probed (a launch by the user's own launcher, --in-mpi), and
 # in files from before rows carried it.
 TRANSPORT_COLUMNS = ["transport_intra_node", "transport_inter_node"]
+# The family of the row's library (ardlab.comm.libraries.FAMILIES): a site's own build (ardlab.comm.sites) is told from
+# the wheel of its family by `library`, and paired with it by this; "" in files from before it (the three wheels only,
+# each its own family).
+FAMILY_COLUMNS = ["library_family"]
 
 
 def _header(*eras: tuple[list[str], dict[str, str]]) -> tuple[list[str], list[tuple[list[str], dict[str, str]]]]:
@@ -90,6 +94,7 @@ BENCH_COLUMNS, _BENCH_EARLIER = _header(
     (QUEUE_COLUMNS, dict.fromkeys(QUEUE_COLUMNS, "")),
     (IMAGE_COLUMNS, dict.fromkeys(IMAGE_COLUMNS, "")),
     (TRANSPORT_COLUMNS, dict.fromkeys(TRANSPORT_COLUMNS, "")),
+    (FAMILY_COLUMNS, dict.fromkeys(FAMILY_COLUMNS, "")),
 )
 
 # How many variants the launch that measured a training row measured (1: a launch of its own; more: the algorithm was
@@ -110,6 +115,7 @@ TRAIN_COLUMNS, _TRAIN_EARLIER = _header(
     (QUEUE_COLUMNS, dict.fromkeys(QUEUE_COLUMNS, "")),
     (IMAGE_COLUMNS, dict.fromkeys(IMAGE_COLUMNS, "")),
     (TRANSPORT_COLUMNS, dict.fromkeys(TRANSPORT_COLUMNS, "")),
+    (FAMILY_COLUMNS, dict.fromkeys(FAMILY_COLUMNS, "")),
 )
 
 EARLIER_COLUMNS = {"bench": _BENCH_EARLIER, "train": _TRAIN_EARLIER}

@@ -4,7 +4,7 @@
 _BENCH = [f"{R}/{j.path}" for kind in kinds_of("bench") for j in JOBS[kind]]
 _TRAIN = [f"{R}/{j.path}" for kind in kinds_of("train") for j in JOBS[kind]]
 _TABLES = report_tables(microbench=bool(_BENCH), training=bool(_TRAIN), tuned=config["tuned"]["enabled"],
-                        network=any(j.nodes > 1 for j in JOBS["microbench"]))
+                        network=any(j.nodes > 1 for j in JOBS["microbench"]), sites=study.site_builds(config))
 
 
 localrules: run_info, report, costmodel, compare, tune, pick  # light: they run where snakemake runs

@@ -15,7 +15,9 @@ variant's median carries a nonparametric interval, each speedup a paired bootstr
   ranks it must, exactly); the variants that did not are left out of every claim;
 - ``tuned``: each tuned file against its library's default and the best single algorithm, in the same rounds;
 - ``drift``: each library default's per-round reference over the run, with a trend test;
-- ``claims``: every significant difference the tables state (what ``reproduce`` checks in a second run).
+- ``claims``: every significant difference the tables state (what ``reproduce`` checks in a second run);
+- ``site_vs_wheel``: each site's own build of a family (``ardlab.comm.sites``) against that family's wheel, for every
+  algorithm both ran, per size and per training group.
 """
 
 from __future__ import annotations
@@ -411,3 +413,55 @@ def trusted(t: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(the training rows claims are made from, the loss check): without the variants whose loss disagrees."""
     check = loss_check(t)
     return agreeing(t, check), check
+
+
+def family_of(rows: pd.DataFrame) -> pd.Series:
+    """Each row's library family: its ``library_family``, or, in files from before that column (the three wheels
+    only), its library."""
+    fam = rows.get("library_family", pd.Series("", index=rows.index)).fillna("").astype(str)
+    return fam.where(fam != "", rows.library)
+
+
+def has_site_builds(rows: pd.DataFrame) -> bool:
+    """Whether `rows` hold a site's build beside the wheel of its family in one comparison group."""
+    if rows.empty:
+        return False
+    fam = family_of(rows)
+    return any(set(fam[(g.library != fam[g.index])]) & set(g.library) for _, g in rows.groupby("group"))
+
+
+def _site_pairs(g: pd.DataFrame):
+    """(site, wheel, algorithm) for each site's build in `g` and each algorithm it and its family's wheel both ran
+    there (the family's same knob; tuned files, a library's own, left out)."""
+    fam = family_of(g)
+    for site in sorted(set(g.library[fam != g.library])):
+        wheel = fam[g.library == site].iloc[0]
+        common = set(g.algorithm[g.library == site]) & set(g.algorithm[g.library == wheel]) - {TUNED}
+        for algorithm in sorted(common, key=lambda a: (a != DEFAULT, a)):
+            yield site, wheel, algorithm
+
+
+def site_vs_wheel(b: pd.DataFrame, t: pd.DataFrame) -> pd.DataFrame:
+    """A site's own build against the wheel of its family, measured in the same rounds: per microbenchmark size
+    (time) and per training group (img/s), for every algorithm both ran, none chosen after the data; ``speedup`` > 1:
+    the site's build is faster. Refused (``TRANSPORTS_DIFFER``) where the two ran on different wires."""
+    rows = []
+    blank = {"size_bytes": np.nan, "framework": "", "model": "", "parallel_mode": ""}
+    if len(b):
+        for (group, ranks, nodes, size), g in main_phase(b).groupby(["group", "ranks", "nodes", "size_bytes"]):
+            piv, ran_on = by_round(g, "avg_us"), wires(g)
+            for site, wheel, alg in _site_pairs(g):
+                row = {"measure": "microbench", "group": group, "ranks": ranks, "nodes": nodes, **blank,
+                       "size_bytes": size, "site": site, "wheel": wheel, "algorithm": alg}
+                row.update(paired_speedup(True, piv[f"{wheel}/{alg}"], piv[f"{site}/{alg}"], "speedup"))
+                rows.append(refuse_across_wires(row, ran_on, f"{wheel}/{alg}", f"{site}/{alg}", "speedup"))
+    if len(t):
+        for (group, fw, model, mode, ranks, nodes), g in t.groupby(TRAINING_GROUP):
+            piv, ran_on = by_round(g, "img_per_s"), wires(g)
+            for site, wheel, alg in _site_pairs(g):
+                row = {"measure": "training", "group": group, "ranks": ranks, "nodes": nodes, **blank,
+                       "framework": fw, "model": model, "parallel_mode": mode, "site": site, "wheel": wheel,
+                       "algorithm": alg}
+                row.update(paired_speedup(False, piv[f"{wheel}/{alg}"], piv[f"{site}/{alg}"], "speedup"))
+                rows.append(refuse_across_wires(row, ran_on, f"{wheel}/{alg}", f"{site}/{alg}", "speedup"))
+    return pd.DataFrame(rows)

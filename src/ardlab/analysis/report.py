@@ -23,6 +23,8 @@ between variants measured in the same paired, interleaved rounds, with 95% inter
 - claims: every comparison with its interval and verdict (``ardlab report --compare`` matches them across runs);
 - every table with a group also says whether that group's ranks time-shared cores and which tuning file each
   library loaded (``marks``: columns time_shared, mpi_tuning_file);
+- site_vs_wheel (runs with a site's own build beside its family's wheel): the site's build against the wheel, for
+  every algorithm both ran, per size and per training group (``comparisons.site_vs_wheel``);
 - network_bound / network_traffic (runs on several nodes): each library's best Allreduce against the link's
   bandwidth bound, and every algorithm's bytes on the wire against its traffic model (``network``).
 
@@ -69,13 +71,16 @@ TRAINING_TABLES = (TRAINING_TABLE, "training_defaults")
 STUDY_TABLES = ("study_vs_ardlab", "study_groups", "study_rounds", "selection_vs_share")
 TUNED_TABLES = ("tuned_speedup", "tuned_speedup_points")
 NETWORK_TABLES = ("network_bound", "network_traffic")
+SITE_TABLES = ("site_vs_wheel",)
 ALWAYS = ("headline", "drift", "claims")
 
 
-def tables_made(*, microbench: bool, training: bool, tuned: bool, network: bool = False) -> list[str]:
+def tables_made(*, microbench: bool, training: bool, tuned: bool, network: bool = False,
+                sites: bool = False) -> list[str]:
     """The names of the tables `report` writes for these inputs (the workflow declares them as outputs)."""
     return [*(MICROBENCH_TABLES if microbench else ()), *([*TRAINING_TABLES, *STUDY_TABLES] if training else ()),
-            *(TUNED_TABLES if tuned else ()), *(NETWORK_TABLES if network and microbench else ()), *ALWAYS]
+            *(TUNED_TABLES if tuned else ()), *(NETWORK_TABLES if network and microbench else ()),
+            *(SITE_TABLES if sites else ()), *ALWAYS]
 
 
 def analyse(b: pd.DataFrame, t: pd.DataFrame, picks: dict | None = None) -> dict[str, pd.DataFrame]:
@@ -100,7 +105,7 @@ def analyse(b: pd.DataFrame, t: pd.DataFrame, picks: dict | None = None) -> dict
            "network_bound": network.bound(b) if len(b) else pd.DataFrame(),
            "network_traffic": network.traffic(b) if len(b) else pd.DataFrame(),
            "study_vs_ardlab": versus_study.table(rounds), "study_groups": groups, "study_rounds": rounds,
-           "selection_vs_share": versus_study.points(rounds, t)}
+           "selection_vs_share": versus_study.points(rounds, t), "site_vs_wheel": cmp.site_vs_wheel(b, t)}
     m = marks.marks(b, t_all)
     return {name: df if name in STUDY_TABLES else marks.mark(df, m) for name, df in out.items()}
 
@@ -122,7 +127,9 @@ def report(bench_files, train_files, results: str | Path, figures_dir: str | Pat
     made = analyse(b, t, versus_study.read_picks(results))
     tuned = (len(b) and (b.algorithm == TUNED).any()) or (len(t) and (t.algorithm == TUNED).any())
     several = bool(len(b)) and bool((b.nodes > 1).any())
-    for name in tables_made(microbench=len(b) > 0, training=len(t) > 0, tuned=bool(tuned), network=several):
+    sites = cmp.has_site_builds(b) or cmp.has_site_builds(t)
+    for name in tables_made(microbench=len(b) > 0, training=len(t) > 0, tuned=bool(tuned), network=several,
+                            sites=sites):
         save_frame(made[name], tables / name)
         written.append(tables / f"{name}.csv")
     out = Path(figures_dir) if figures_dir else results / "figures" / "measured"

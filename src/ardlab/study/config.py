@@ -321,6 +321,12 @@ def tuned_rerun(config: dict, kind: str) -> bool:
         and KINDS[kind].trains
 
 
+def site_builds(config: dict) -> bool:
+    """Whether the config measures a site's own build beside the wheel of its family (the report's site_vs_wheel)."""
+    libs = set(config["libraries"])
+    return any(library(lib).site is not None and library(lib).family in libs for lib in libs)
+
+
 def jobs(config: dict) -> dict[str, list[Job]]:
     """Every measurement job of the config (one per comparison group and round), by kind (ardlab.study.kinds)."""
     return {name: kind.jobs(config, kind) if config[kind.section]["enabled"] else [] for name, kind in KINDS.items()}
