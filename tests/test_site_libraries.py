@@ -142,3 +142,21 @@ def test_across_two_emulated_nodes_under_srun(lib, two_nodes, tmp_path):
         {(SITES[lib]["intra"], SITES[lib]["inter"])}
     row = _train(lib, tmp_path / "train.csv", "--ranks", 4, "--nodes", 2, "--launcher", "srun", env=env)
     assert (row.nodes, row.transport_inter_node) == (2, SITES[lib]["inter"]) and math.isfinite(row.final_loss)
+
+
+def test_the_site_comparison_config_is_valid_with_the_registration_and_named_without():
+    """workflow/config/site-debian.yaml: valid where Debian's builds are registered (as its comment runs it), its site
+    library named where they are not."""
+    import subprocess
+    import sys
+
+    check = ("import sys, yaml; from ardlab.study import config; "
+             "config.validate(yaml.safe_load(open('workflow/config/site-debian.yaml')))")
+    ok = subprocess.run([sys.executable, "-c", check], cwd=ROOT, env=site_env(), capture_output=True, text=True,
+                        timeout=120)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    bare = {k: v for k, v in site_env().items() if k != "ARDLAB_SITE_LIBRARIES"}
+    bare["XDG_CONFIG_HOME"] = "/nonexistent"  # no user registry either
+    refused = subprocess.run([sys.executable, "-c", check], cwd=ROOT, env=bare, capture_output=True, text=True,
+                             timeout=120)
+    assert refused.returncode != 0 and "'mpich-debian' is not one of" in refused.stderr, refused.stderr[-2000:]

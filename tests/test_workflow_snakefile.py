@@ -227,7 +227,9 @@ def test_skips_switching_and_microbench_rounds_shape_the_jobs(tmp_path):
     assert not commands.comparison(jobs["microbench"][0], cfg, "x.csv").switch_in_launch
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "workflow" / "config").glob("*.yaml")))
+# site-debian.yaml names Debian's builds, known only with their registration: tests/test_site_libraries.py checks it
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "workflow" / "config").glob("*.yaml")
+                                        if p.name != "site-debian.yaml"))
 def test_shipped_configs_are_valid(name):
     cfg = yaml.safe_load((ROOT / "workflow" / "config" / name).read_text())
     study.validate(cfg)

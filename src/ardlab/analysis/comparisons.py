@@ -427,7 +427,7 @@ def has_site_builds(rows: pd.DataFrame) -> bool:
     if rows.empty:
         return False
     fam = family_of(rows)
-    return any(set(fam[(g.library != fam[g.index])]) & set(g.library) for _, g in rows.groupby("group"))
+    return any(set(f[g.library != f]) & set(g.library) for _, g in rows.groupby("group") if len(f := fam[g.index]))
 
 
 def _site_pairs(g: pd.DataFrame):
@@ -446,7 +446,7 @@ def site_vs_wheel(b: pd.DataFrame, t: pd.DataFrame) -> pd.DataFrame:
     (time) and per training group (img/s), for every algorithm both ran, none chosen after the data; ``speedup`` > 1:
     the site's build is faster. Refused (``TRANSPORTS_DIFFER``) where the two ran on different wires."""
     rows = []
-    blank = {"size_bytes": np.nan, "framework": "", "model": "", "parallel_mode": ""}
+    blank = {"size_bytes": pd.NA, "framework": "", "model": "", "parallel_mode": ""}
     if len(b):
         for (group, ranks, nodes, size), g in main_phase(b).groupby(["group", "ranks", "nodes", "size_bytes"]):
             piv, ran_on = by_round(g, "avg_us"), wires(g)
@@ -464,4 +464,5 @@ def site_vs_wheel(b: pd.DataFrame, t: pd.DataFrame) -> pd.DataFrame:
                        "algorithm": alg}
                 row.update(paired_speedup(False, piv[f"{wheel}/{alg}"], piv[f"{site}/{alg}"], "speedup"))
                 rows.append(refuse_across_wires(row, ran_on, f"{wheel}/{alg}", f"{site}/{alg}", "speedup"))
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    return out.astype({"size_bytes": "Int64"}) if len(out) else out  # bytes, blank in training rows

@@ -45,8 +45,18 @@ def describe(config: dict) -> dict:
                      "ardlab_uncommitted_changes": bool(_git("status", "--porcelain", "--untracked-files=no"))},
         "seed": config["seed"],
         "rounds": config["rounds"],
+        # a site's own builds (ardlab.comm.sites) are known by name only through their registration: what it said
+        "site_libraries": _sites(config),
         "config": config,
     }
+
+
+def _sites(config: dict) -> dict:
+    from ardlab.comm.libraries import library
+
+    return {name: {"family": lib.family, "display": lib.display, "mpicc": lib.site.mpicc,
+                   "mpiexec": lib.site.mpiexec, "registered_in": lib.site.source}
+            for name in config["libraries"] if (lib := library(name)).site is not None}
 
 
 def write(path: str | Path, config: dict) -> Path:
