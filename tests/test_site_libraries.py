@@ -51,6 +51,11 @@ def test_debians_libraries_are_listed_beside_the_wheels():
     # the wheels' proofs under srun are not claimed for a site's build
     assert info.count("proven under srun: not by ardlab's tests for this build") == len(SITES)
     listed = ardlab("libraries", "list", env=site_env(), timeout=60).stdout
+    # neither build lets its family's MPI_T control variables switch the algorithm inside a launch (probed at set-up)
+    assert "switches no algorithm inside a launch: its build refused switching inside a launch when its " \
+           "environment was set up (RuntimeError: MPI_T_cvar_write(coll_han_priority = 0) failed with MPI_T error " \
+           "code 64)" in listed
+    assert "control variable MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM has no value 'nb'" in listed
     assert [ln.split()[0] for ln in listed.splitlines() if not ln.startswith(" ")] == \
         ["mpich", "openmpi", "intelmpi", *SITES]
 

@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from ardlab.comm.libraries import DEFAULT, LIBRARIES, OWN_ALGORITHMS
+from ardlab.comm.libraries import BUILT_IN, DEFAULT, LIBRARIES, OWN_ALGORITHMS
 from ardlab.plan import LAUNCHERS, cli_options, option_default, option_name, option_type, option_value
 
 # --------------------------------------------------------------------------------------------- handlers
@@ -676,6 +676,8 @@ def _libraries(args: argparse.Namespace) -> int:
             print(f"{'':20s} its build not probed yet (containers/setup-envs): the family's every algorithm offered")
         for name, why in lib.refused.items():
             print(f"{'':20s} refuses {name}: {why}")
+        if site and lib.switching is None and BUILT_IN[lib.family].switching is not None:
+            print(f"{'':20s} switches no algorithm inside a launch: {lib.switching_note}")
     return 0
 
 

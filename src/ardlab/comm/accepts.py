@@ -15,6 +15,7 @@ for the proofs (``ardlab probe``).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -41,7 +42,8 @@ if not np.all(y == n * (n + 1) / 2):
 def why_refused(proc: subprocess.CompletedProcess) -> str:
     """The library's own words for a failed launch: the first line that says invalid or error, else the last line."""
     lines = [line.strip() for line in (proc.stderr + "\n" + proc.stdout).splitlines() if line.strip()]
-    said = [line for line in lines if any(w in line.lower() for w in ("invalid", "error", "ardlab-accepts"))]
+    raised = [line for line in lines if re.match(r"[A-Za-z_.]*(Error|Exception): ", line)]  # Python's own message
+    said = raised or [line for line in lines if any(w in line.lower() for w in ("invalid", "error", "ardlab-accepts"))]
     text = (said or lines or [f"exit {proc.returncode}, no output"])[0]
     return text if len(text) <= 200 else text[:197] + "..."
 
@@ -72,8 +74,34 @@ def probe(library_name: str, *, ranks: int = RANKS, timeout: float = TIMEOUT_S) 
             accepted.append(name)
         else:
             refused[name] = why_refused(proc)
-    return {"library": library_name, "family": lib.family, "accepted": accepted, "refused": refused,
-            "unprobed": unprobed}
+    record = {"library": library_name, "family": lib.family, "accepted": accepted, "refused": refused,
+              "unprobed": unprobed}
+    if lib.switching is not None and accepted:
+        record["switching_refused"] = switching_refused(library_name, accepted[0], ranks=ranks, timeout=timeout)
+    return record
+
+
+# Its family's switch inside one launch (ardlab.comm.switch): to an accepted algorithm and back, an Allreduce each.
+SWITCH_SNIPPET = SNIPPET.replace("comm.Allreduce(x, y, op=MPI.SUM)", """from ardlab.comm.switch import Switch
+sw = Switch(sys.argv[1])
+for name in (sys.argv[2], "default"):
+    sw.to(name).Allreduce(x, y, op=MPI.SUM)
+sw.close()""")
+
+
+def switching_refused(library_name: str, algorithm: str, *, ranks: int = RANKS, timeout: float = TIMEOUT_S) -> str:
+    """Whether the build switches its algorithm inside a launch as its family does (its MPI_T control variables can
+    be written after MPI_Init): "" if a launch switched to `algorithm` and back, summing right under each, else the
+    library's words. Debian's Open MPI 4.1.4 does not (MPI_T_cvar_write of coll_han_priority: MPI_T error 64)."""
+    from ardlab.comm import launch
+
+    lib = library(library_name)
+    try:
+        proc = launch.run(library_name, ranks, ["-c", SWITCH_SNIPPET, library_name, algorithm],
+                          extra_env=dict(lib.switching.launch_env), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"a {ranks}-rank launch switching to {algorithm} did not finish in {timeout:g} s"
+    return "" if proc.returncode == 0 else why_refused(proc)
 
 
 def write(record: dict, prefix: Path) -> Path:
@@ -97,4 +125,6 @@ def main(library_name: str) -> int:
           f"({', '.join(record['accepted']) or 'none'}); written to {path}")
     for name, why in record["refused"].items():
         print(f"ardlab: {library_name} refuses {name}: {why}")
+    if record.get("switching_refused"):
+        print(f"ardlab: {library_name} cannot switch its algorithm inside a launch: {record['switching_refused']}")
     return 0

@@ -565,9 +565,14 @@ def site_library(site: Site) -> Library:
     family = BUILT_IN[site.family]
     probed = accepts(site.name)
     refused = dict(probed["refused"]) if probed else {}
+    switching = {}
+    if probed and probed.get("switching_refused"):  # its MPI_T cvars cannot be written as its family's can
+        switching = {"switching": None, "switching_note": "its build refused switching inside a launch when its "
+                     f"environment was set up ({probed['switching_refused']})"}
     return dataclasses.replace(family, name=site.name, display=site.display, pip_packages=(), family=site.family,
                                site=site, refused=refused, srun_proof="",  # the tests proved the wheel's build
-                               algorithms={n: a for n, a in family.algorithms.items() if n not in refused})
+                               algorithms={n: a for n, a in family.algorithms.items() if n not in refused},
+                               **switching)
 
 
 # The built-in libraries, then the site's registered ones (ardlab.comm.sites; a bad registration stops here, named).

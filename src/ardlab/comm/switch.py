@@ -33,9 +33,10 @@ _ENUM_LINE = re.compile(r"^\s*(\w+)\s+- ")
 
 
 def loaded_libmpi() -> ctypes.CDLL:
-    """The MPI library this process has loaded (mpi4py's), for calls mpi4py does not wrap (MPI_T)."""
+    """The MPI library this process has loaded (mpi4py's), for calls mpi4py does not wrap (MPI_T): libmpi.so.*, or
+    MPICH's own name for it in a distribution's build (Debian's libmpich.so.12)."""
     with open("/proc/self/maps") as f:
-        paths = {line.split()[-1] for line in f if "/libmpi.so" in line}
+        paths = {line.split()[-1] for line in f if re.search(r"/libmpi(ch)?\.so", line)}
     if not paths:
         raise RuntimeError("no libmpi is loaded in this process: import mpi4py.MPI (which starts MPI) first")
     return ctypes.CDLL(sorted(paths)[0])
