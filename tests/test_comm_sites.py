@@ -36,6 +36,8 @@ def test_a_registration_is_its_familys_entry_under_its_own_name():
     (GOOD.replace('mpicc = "/usr/bin/env"\n', ""), "missing mpicc"),
     (GOOD + 'modules = "x"\n', "unknown key(s) modules"),
     (GOOD.replace('mpiexec = "/usr/bin/env"', 'mpiexec = "bin/mpiexec"'), "mpiexec 'bin/mpiexec' is not an absolute"),
+    (GOOD.replace('mpiexec = "/usr/bin/env"', 'mpiexec = "mpiexec"'), "a bare name is found on a module's PATH"),
+    (GOOD + 'module = "mpi/x"\nmpicxx = "mpicxx"\n', "unknown key(s) mpicxx"),
     (GOOD.replace('mpiexec = "/usr/bin/env"', "mpiexec = 3"), "mpiexec must be a non-empty string"),
 ])
 def test_a_bad_registration_is_refused_naming_it(text, words):
@@ -89,6 +91,78 @@ def test_libraries_add_registers_what_every_command_then_knows(tmp_path):
     bad = ardlab("libraries", "add", "x-site", "--family", "lam", "--mpicc", sys.executable, "--mpiexec",
                  sys.executable, env=env, check=False)
     assert bad.returncode == 2 and "family 'lam' is not one of" in bad.stderr
+
+
+def _module(folder, name: str, body: str) -> None:
+    """A modulefile `name` (Environment Modules' Tcl) under the module folder `folder`."""
+    (folder / name).parent.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("#%Module1.0\n" + body)
+
+
+def test_a_module_is_loaded_and_what_it_changed_recorded(tmp_path, monkeypatch):
+    # real `module load`s (Environment Modules, which containers/setup-debian-mpi installs) of modulefiles made here
+    bin_dir = tmp_path / "opt" / "bin"
+    _module(tmp_path / "modules", "site-mpi/1.0", f"prepend-path PATH {bin_dir}\nappend-path MANPATH /opt/man\n"
+            "setenv SITE_MPI_HOME /opt\n")
+    monkeypatch.setenv("MODULEPATH", str(tmp_path / "modules"))
+    monkeypatch.setenv("MANPATH", "/usr/man")
+    record = sites.module_environment("site-mpi/1.0")
+    assert record["prepend"] == {"PATH": str(bin_dir)} and record["append"] == {"MANPATH": "/opt/man"}
+    assert record["set"]["SITE_MPI_HOME"] == "/opt" and record["set"]["LOADEDMODULES"] == "site-mpi/1.0"
+    assert not [k for k in record["set"] if k.startswith("_")]  # the module system's own bookkeeping left out
+    # over another environment: its folders in front of and behind that environment's lists
+    applied = sites.apply_module(record, {"PATH": "/bin", "MANPATH": ""})
+    assert applied["PATH"] == f"{bin_dir}:/bin" and applied["MANPATH"] == "/opt/man"
+    assert sites.module_environment("site-mpi")["set"]["LOADEDMODULES"] == "site-mpi/1.0"  # its default version
+    with pytest.raises(sites.SiteError, match="site library 'x': module 'nosuch/2.0' does not load .*Unable to "
+                                              "locate a modulefile for 'nosuch/2.0'"):
+        sites.module_environment("nosuch/2.0", "x")
+    _module(tmp_path / "modules", "broken/1.0", "this-is-no-command\n")
+    with pytest.raises(sites.SiteError, match="module 'broken/1.0' does not load"):
+        sites.module_environment("broken/1.0")
+
+
+def test_libraries_add_by_module_finds_the_tools_on_its_path(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "opt" / "bin"
+    bin_dir.mkdir(parents=True)
+    for tool in ("mpicc", "mpiexec"):
+        (bin_dir / tool).symlink_to(sys.executable)
+    _module(tmp_path / "modules", "site-mpi/1.0", f"prepend-path PATH {bin_dir}\n")
+    registry = tmp_path / "site-libraries.toml"
+    monkeypatch.setenv("MODULEPATH", str(tmp_path / "modules"))
+    env = {**os.environ, "ARDLAB_SITE_LIBRARIES": str(registry)}
+    out = ardlab("libraries", "add", "mpich-site", "--family", "mpich", "--module", "site-mpi/1.0", env=env).stdout
+    assert "registered mpich-site" in out
+    assert 'module = "site-mpi/1.0"\nmpicc = "mpicc"\nmpiexec = "mpiexec"' in registry.read_text()
+    assert "module site-mpi/1.0, mpicc mpicc, mpiexec mpiexec" in ardlab("libraries", "list", env=env).stdout
+    (site,) = sites.load(FAMILIES, [registry]).values()
+    assert sites.installation(site, sites.module_environment("site-mpi/1.0")).mpiexec == str(bin_dir / "mpiexec")
+    # refused before anything is written, naming it: a module that does not load, a tool not on its PATH
+    bad = ardlab("libraries", "add", "x-site", "--family", "mpich", "--module", "nosuch/1.0", env=env, check=False)
+    assert bad.returncode == 2 and "module 'nosuch/1.0' does not load" in bad.stderr, bad.stderr
+    bad = ardlab("libraries", "add", "y-site", "--family", "mpich", "--module", "site-mpi/1.0", "--mpicc", "mpicc.x",
+                 env=env, check=False)
+    assert bad.returncode == 2 and "mpicc 'mpicc.x' is not on the PATH of module 'site-mpi/1.0'" in bad.stderr
+    assert "x-site" not in registry.read_text() and "y-site" not in registry.read_text()
+
+
+def test_a_launch_of_a_module_library_gets_what_its_module_set(tmp_path, monkeypatch):
+    import json
+
+    from ardlab.comm.libraries import run_env
+
+    monkeypatch.setenv("ARDLAB_ENVS", str(tmp_path))
+    monkeypatch.setenv("PATH", "/usr/bin")
+    (tmp_path / "mpich-site").mkdir()
+    record = {"module": "site-mpi/1.0", "prepend": {"PATH": "/opt/bin"}, "append": {}, "set": {"X_HOME": "/opt"}}
+    (tmp_path / "mpich-site" / sites.MODULE_FILE).write_text(json.dumps(record))
+    (site,) = sites.parse('[mpich-site]\nfamily = "mpich"\nmodule = "site-mpi/1.0"\n', "f.toml", FAMILIES)
+    monkeypatch.setitem(LIBRARIES, "mpich-site", site_library(site))
+    env = run_env("mpich-site", "default")
+    assert env["PATH"] == "/opt/bin:/usr/bin" and env["X_HOME"] == "/opt"
+    (tmp_path / "mpich-site" / sites.MODULE_FILE).write_text("{}")
+    with pytest.raises(sites.SiteError, match="is not a module record; rebuild its environment"):
+        run_env("mpich-site", "default")
 
 
 def _probed(tmp_path, monkeypatch, record) -> "object":

@@ -58,6 +58,27 @@ def test_debians_libraries_are_listed_beside_the_wheels():
     assert "control variable MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM has no value 'nb'" in listed
     assert [ln.split()[0] for ln in listed.splitlines() if not ln.startswith(" ")] == \
         ["mpich", "openmpi", "intelmpi", *SITES]
+    # Debian's MPICH is registered by its environment module (containers/modulefiles), its tools found on its PATH
+    assert "registered in {}: module mpich/4.0-debian, mpicc mpicc, mpiexec mpiexec".format(REGISTRY) in info
+
+
+def test_the_ranks_of_a_module_library_run_with_its_module_loaded():
+    """2 ranks of mpich-debian started as every launch starts them (ardlab.comm.launch.command, its environment's
+    mpiexec: the module's by the path set-up found on the module's PATH) see what `module load mpich/4.0-debian`
+    set, as recorded at set-up."""
+    import subprocess
+    import sys
+
+    script = ("import subprocess, sys\n"
+              "from ardlab.comm.launch import command\n"
+              "argv, env = command('mpich-debian', 2, ['-c', 'import os; print(os.environ[\"LOADEDMODULES\"], "
+              "os.environ[\"PATH\"].split(\":\")[1])'])\n"
+              "sys.exit(subprocess.run(argv, env=env, timeout=120).returncode)\n")
+    proc = subprocess.run([sys.executable, "-c", script], env=site_env(), capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    # the two ranks' prints may interleave: each value, counted
+    out = proc.stdout
+    assert out.count("mpich/4.0-debian") == 2 and out.count("/opt/ardlab-site/mpich-4.0-debian/bin") == 2, out
 
 
 def _rows(path) -> pd.DataFrame:

@@ -33,8 +33,10 @@ def _info(args: argparse.Namespace) -> int:
         prefix = env_prefix(lib.name)
         installed = (prefix / "bin" / "mpiexec").exists()
         if lib.site:
+            from ardlab.comm.sites import describe
+
             print(f"{lib.display} [{lib.name}]  site library of family {lib.family}, registered in {lib.site.source}: "
-                  f"mpicc {lib.site.mpicc}, mpiexec {lib.site.mpiexec}")
+                  + describe(lib.site))
             if lib.refused:
                 print(f"  its build refused (probed at set-up): {', '.join(sorted(lib.refused))}")
         else:
@@ -659,18 +661,25 @@ def _libraries(args: argparse.Namespace) -> int:
     from ardlab.comm.libraries import FAMILIES
 
     if args.action == "add":
-        missing = [f"--{k}" for k in ("family", "mpicc", "mpiexec") if not getattr(args, k)]
+        needed = ("family",) if args.module else ("family", "mpicc", "mpiexec")  # a module's PATH has the tools
+        missing = [f"--{k}" for k in needed if not getattr(args, k)]
         if not args.name or missing:
-            raise ValueError(f"ardlab libraries add NAME needs {', '.join(missing or ['NAME'])}")
+            raise ValueError(f"ardlab libraries add NAME needs {', '.join(missing or ['NAME'])}"
+                             + ("" if args.module else " (or --module, whose PATH has mpicc and mpiexec)"))
         path = Path(args.file) if args.file else sites.registry_files()[0]
-        site = sites.Site(args.name, args.family, os.path.abspath(args.mpicc), os.path.abspath(args.mpiexec),
-                          args.display or "", str(path))  # no display: the registry's default (sites.parse)
+
+        def tool(key: str) -> str:  # a path made absolute; a bare name stays one, found on the module's PATH
+            given = getattr(args, key) or sites.MODULE_DEFAULTS[key]
+            return given if args.module and "/" not in given else os.path.abspath(given)
+
+        site = sites.Site(args.name, args.family, tool("mpicc"), tool("mpiexec"), args.display or "", str(path),
+                          args.module or "")  # no display: the registry's default (sites.parse)
         print(f"registered {args.name} in {sites.add(site, path, FAMILIES)}; set up its environment with: "
               f"containers/setup-envs")
         return 0
     for lib in LIBRARIES.values():
         site = lib.site
-        where = f"site, {site.source}: mpicc {site.mpicc}, mpiexec {site.mpiexec}" if site else "built in"
+        where = f"site, {site.source}: {sites.describe(site)}" if site else "built in"
         print(f"{lib.name:20s} {lib.display} (family {lib.family}; {where})")
         if site and sites.accepts(lib.name) is None:
             print(f"{'':20s} its build not probed yet (containers/setup-envs): the family's every algorithm offered")
@@ -686,8 +695,11 @@ def _libraries_parser(s):
     s.add_argument("name", nargs="?", help="add: the name every command will know it by (e.g. openmpi-site)")
     s.add_argument("--family", help="add: whose knobs, tuned files and proofs it shares: one of the built-in "
                                     "libraries (ardlab libraries list)")
-    s.add_argument("--mpicc", help="add: its C compiler wrapper (mpi4py and Horovod are built with it)")
-    s.add_argument("--mpiexec", help="add: its launcher")
+    s.add_argument("--module", help="add: the environment module that provides it (Environment Modules or Lmod): "
+                                    "loaded for its set-up and every launch")
+    s.add_argument("--mpicc", help="add: its C compiler wrapper (mpi4py and Horovod are built with it; with --module "
+                                   "a bare name, default mpicc, is found on the module's PATH)")
+    s.add_argument("--mpiexec", help="add: its launcher (with --module: a bare name, default mpiexec, likewise)")
     s.add_argument("--display", help="add: how tables name it (default: the family's name and NAME)")
     s.add_argument("--file", help="add: the registry file to write (default: the checkout's site-libraries.toml, "
                                   "or $ARDLAB_SITE_LIBRARIES)")

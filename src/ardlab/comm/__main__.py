@@ -7,8 +7,8 @@ from ardlab.comm.libraries import BUILT_IN, LIBRARIES, algorithms, library
 
 
 def main(argv: list[str]) -> int:
-    usage = ("usage: python -m ardlab.comm (names [--built-in] | pip LIBRARY | site LIBRARY | accepts LIBRARY | "
-             "algorithms LIBRARY | tuned-env LIBRARY FILE | fabric LIBRARY)")
+    usage = ("usage: python -m ardlab.comm (names [--built-in] | pip LIBRARY | site LIBRARY | module-exports | "
+             "accepts LIBRARY | algorithms LIBRARY | tuned-env LIBRARY FILE | fabric LIBRARY)")
     if not argv:
         print(usage, file=sys.stderr)
         return 2
@@ -19,13 +19,26 @@ def main(argv: list[str]) -> int:
             print("\n".join(BUILT_IN))
         elif argv[0] == "pip" and len(argv) == 2:
             print("\n".join(library(argv[1]).pip_packages))
-        elif argv[0] == "site" and len(argv) == 2:  # a site library's wrapper and launcher, checked (install-env)
-            from ardlab.comm.sites import check_installation
+        elif argv[0] == "site" and len(argv) == 2:
+            # a site library's wrapper and launcher, checked, and its module's record: one JSON line, or an empty line
+            # for none (install-env)
+            import json
+
+            from ardlab.comm.sites import installation, module_record
 
             site = library(argv[1]).site
             if site is not None:  # nothing for a built-in library
-                check_installation(site)
-                print(f"{site.mpicc}\n{site.mpiexec}")
+                record = module_record(site)
+                site = installation(site, record)
+                print(f"{site.mpicc}\n{site.mpiexec}\n{json.dumps(record, sort_keys=True) if record else ''}")
+        elif argv[0] == "module-exports" and len(argv) == 1:  # a module record (stdin) as `export` lines, for `eval`
+            import json
+            import os
+
+            from ardlab.comm.sites import apply_module
+
+            settings = apply_module(json.load(sys.stdin), dict(os.environ))
+            print("\n".join(f"export {k}={shlex.quote(v)}" for k, v in settings.items()))
         elif argv[0] == "accepts" and len(argv) == 2:  # a site library's build probed (install-env)
             from ardlab.comm import accepts
 

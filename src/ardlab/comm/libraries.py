@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from ardlab.comm.ranks import pof2_floor
-from ardlab.comm.sites import Site, accepts, load
+from ardlab.comm.sites import Site, accepts, load, module_settings
 
 SEGMENT_BYTES = 65536  # the segment of Open MPI's segmented ring as the table forces it (ardlab.comm.families)
 
@@ -655,13 +655,16 @@ def knobs_in_force(environ: Mapping[str, str] | None = None) -> str:
 
 
 def run_env(library_name: str, algorithm_name: str) -> dict[str, str]:
-    """Settings for a process that runs `algorithm_name`: the launcher's needs plus the forcing knobs.
+    """Settings for a process that runs `algorithm_name`: a site library's module's, the launcher's needs, the
+    forcing knobs.
 
     Our own algorithms force nothing in the library (its Allreduce is not called).
     """
     lib = library(library_name)
     alg = algorithm(library_name, algorithm_name)
-    env = dict(lib.launcher_env)
+    # a site library registered by its module: what loading it changed, as its set-up recorded it
+    env = module_settings(lib.name) if lib.site is not None and lib.site.module else {}
+    env.update(lib.launcher_env)
     if alg.implementation == "native":
         env.update(lib.algorithm_env(algorithm_name))
     return env
