@@ -55,6 +55,30 @@ def test_build_names_bad_input_before_anything_is_built(args, message, tmp_path)
     assert not any(tmp_path.iterdir())
 
 
+def test_an_images_ranks_sharing_a_node_get_the_tables_container_peer_settings(monkeypatch):
+    """Each rank of `srun ... apptainer exec` is a container of its own: at several ranks a node the driver adds the
+    table's container_peer_env (MPICH: cross-memory attach off, measured to fail between two user namespaces); at one
+    rank a node, or outside an image, nothing."""
+    from ardlab import driver
+    from ardlab.comm.libraries import library
+    from ardlab.plan import RunPlan
+
+    peers = library("mpich").container_peer_env
+    assert peers == {"MPIR_CVAR_CH4_CMA_ENABLE": "0", "UCX_POSIX_USE_PROC_LINK": "n"}
+    for name in peers:
+        monkeypatch.delenv(name, raising=False)
+
+    def env_of(ranks: int, image: str | None) -> dict:
+        plan = RunPlan("microbench", "mpich", ranks, nodes=2, launcher="srun", image=image, srun_mpi="pmi2")
+        return driver.command(plan, Path("/tmp/plan.json"))[1]
+
+    assert all(env_of(4, "/images/ardlab-mpich.sif")[k] == v for k, v in peers.items())
+    assert not set(peers) & set(env_of(2, "/images/ardlab-mpich.sif"))
+    assert not set(peers) & set(env_of(4, None))
+    monkeypatch.setenv("UCX_POSIX_USE_PROC_LINK", "y")  # the caller's own value wins
+    assert env_of(4, "/images/ardlab-mpich.sif")["UCX_POSIX_USE_PROC_LINK"] == "y"
+
+
 def test_srun_check_names_bad_input_before_anything_runs(tmp_path):
     from ardlab.images import srun_images
 
@@ -185,7 +209,8 @@ def test_pmix_ranks_inside_an_image_join_slurms_server_across_two_nodes(tiny_ima
 def test_the_mpich_image_builds_passes_its_test_and_runs_under_srun_on_two_nodes(tmp_path, monkeypatch):
     """One of the three real images, as a site gets it: containers/build --base debootstrap (Apptainer's own build of
     the committed definition, its %test: a 2-rank validated Allreduce and a Horovod step), then its ranks under
-    `srun --mpi=pmi2 -N 2 apptainer exec` on 2 emulated nodes (python -m ardlab.images srun-check). The image is kept
+    `srun --mpi=pmi2 -N 2 -n 4 apptainer exec` on 2 emulated nodes, 2 ranks a node (python -m ardlab.images srun-check
+    --ranks-per-node 2). The image is kept
     in the cache folder outside the clone in its two layers (ardlab.images.provenance): the stack built again (about
     8 minutes) only when its definition or install scripts changed, ardlab's files on it (about 1.5 minutes with the
     %test) when they changed; its labels name both, rows made in it carry them, a stale one is refused."""
@@ -221,15 +246,18 @@ def test_the_mpich_image_builds_passes_its_test_and_runs_under_srun_on_two_nodes
     for k, v in {**c.env(), "PATH": f"{ROOT / '.cache' / 'apptainer' / 'bin'}:{os.environ['PATH']}"}.items():
         monkeypatch.setenv(k, v)  # srun and apptainer read the cluster's settings from the environment
     try:
-        names = srun_images.check("mpich", image, tmp_path / "rows")
+        # 2 ranks a node, each in a container of its own (the table's container_peer_env: cross-memory attach off)
+        names = srun_images.check("mpich", image, tmp_path / "rows", ranks_per_node=2)
     finally:
         cluster.down(state)
         shutil.rmtree(state.parent, ignore_errors=True)
-    assert sorted(names) == ["n1", "n2"]
+    assert sorted(names) == ["n1", "n1", "n2", "n2"]
     bench = pd.read_csv(tmp_path / "rows" / "mpich_allreduce.csv")
-    assert set(bench.nodes) == {2} and set(bench.link_rate) == {"1gbit"} and len(bench) == 4, bench
+    assert set(bench.nodes) == {2} and set(bench.ranks) == {4} and set(bench.link_rate) == {"1gbit"}, bench
+    assert len(bench) == 4, bench
     train = pd.read_csv(tmp_path / "rows" / "mpich_horovod.csv")
     assert len(train) == 1 and train.img_per_s.iloc[0] > 0 and train.nodes.iloc[0] == 2, train
+    assert train.ranks.iloc[0] == 4, train
     for rows in (bench, train):  # every row says which image, by its labels, it was made in
         assert set(rows.image_source) == {labels[provenance.LABEL_SOURCE]}, rows
         assert set(rows.image_commit) == {labels[provenance.LABEL_COMMIT]}, rows

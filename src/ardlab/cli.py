@@ -49,6 +49,9 @@ def _info(args: argparse.Namespace) -> int:
               + (f"   env: {' '.join(f'{k}={v}' for k, v in lib.srun_env.items())}" if lib.srun_env else ""))
         if lib.slurm_start_why:
             print(f"  why {lib.slurm_start} inside an allocation: {lib.slurm_start_why}")
+        if lib.container_peer_env:
+            print(f"  container peers (an image at several ranks a node, under srun) add: "
+                  f"{' '.join(f'{k}={v}' for k, v in lib.container_peer_env.items())}")
         if lib.time_shared_env:
             print(f"  srun on time-shared cores (emulated cluster, more ranks than cores) adds: "
                   f"{' '.join(f'{k}={v}' for k, v in lib.time_shared_env.items())}")

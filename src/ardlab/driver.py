@@ -90,6 +90,8 @@ def command(plan: RunPlan, plan_file: Path | None, module: list[str] | None = No
         inner = [str(launch.require_env(plan.library) / "bin" / "python"), *args]
     if time_shared(plan):  # the caller's own values win
         extra.update({k: v for k, v in library(plan.library).time_shared_env.items() if k not in os.environ})
+    if plan.image and plan.ranks > plan.nodes:  # a node's ranks each in a container of its own
+        extra.update({k: v for k, v in library(plan.library).container_peer_env.items() if k not in os.environ})
     if plan.image:  # images run under srun (the image's MPI talks to srun's PMI plugin)
         return launch.srun_command(plan.library, plan.ranks, plan.nodes, inner, algorithm=algorithm,
                                    extra_env=extra, srun_mpi=plan.srun_mpi)

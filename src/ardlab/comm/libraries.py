@@ -191,6 +191,10 @@ class Library:
     # 1 MiB without, 0.27 ms and 12.6 ms (the wire's time) with; Intel MPI 17 ms at 1 KiB without, 0.27 ms with).
     # A launch on each node's own cores (real nodes, or no more ranks than cores) gets none of them.
     time_shared_env: Mapping[str, str] = field(default_factory=dict)
+    # Settings for ranks that share a node each in a container of its own (`srun ... apptainer exec` at several ranks a
+    # node; unprivileged Apptainer runs each in a user namespace of its own): what lets them reach each other without
+    # the single-copy paths one process cannot take into another's namespace (cross-memory attach, /proc/<pid>/fd).
+    container_peer_env: Mapping[str, str] = field(default_factory=dict)
     # A library that picks its default algorithms (and inner steps of some forced ones) from a tuning file chosen
     # per CPU and fabric at MPI_Init: the setting that names the file instead, where in its environment it keeps its
     # own files, the settings that make it say at start-up which file it loaded, and the pattern of that line (its
@@ -344,9 +348,13 @@ MPICH = Library(
                           note="falls back silently to auto when MPICH has no CCL backend (PyPI build has none)",
                           selectable=False, runs_default=True),
     },
-    pmi="srun --mpi=pmi2 (MPICH's PMI-1 client; a request over 1024 bytes hangs it, docs/cluster.md); or the "
-        "image's mpiexec (hydra, -launcher slurm) inside one allocation, as ardlab's own environments start",
+    pmi="srun --mpi=pmi2 (MPICH's PMI-1 client; a request over 1024 bytes hangs it, docs/cluster.md); or a host's "
+        "MPICH mpiexec -launcher slurm starting apptainer exec (the image's own reaches one node only: no srun in it)",
     srun_mpi="pmi2",
+    # measured (2 emulated nodes x 2 ranks, the image under `srun --mpi=pmi2` and under the host's hydra): without
+    # them MPI_Init fails in MPIDI_CMA_copy_data (process_vm_readv: EPERM) and UCX's posix transport cannot open the
+    # peer's /proc/<pid>/fd (Permission denied); with them a node's ranks copy through shared memory twice instead
+    container_peer_env={"MPIR_CVAR_CH4_CMA_ENABLE": "0", "UCX_POSIX_USE_PROC_LINK": "n"},
     srun_proof=_SRUN_PROOF,
     slurm_start="hydra",
     slurm_start_why=(
@@ -415,7 +423,7 @@ OPENMPI = Library(
             commutative_only=True, min_count=pof2_floor, min_count_text="largest power of two <= ranks",
             symbol=_OMPI + "redscat_allgather", cost_model="rabenseifner"),
     },
-    pmi="srun --mpi=pmix (Open MPI 5 speaks PMIx only); or the image's mpirun inside one allocation",
+    pmi="srun --mpi=pmix (Open MPI 5 speaks PMIx only); or the image's mpirun on one node (no srun inside)",
     srun_mpi="pmix",
     srun_proof=_SRUN_PROOF,
     time_shared_env={"OMPI_MCA_mpi_yield_when_idle": "1"},  # what mpirun sets itself when it oversubscribes
@@ -519,7 +527,7 @@ INTELMPI = Library(
         "ring_blocking": _impi_alg("ring_blocking", 14, "blocking ring (undocumented id, observed)",
                                    symbol=_IMPI + "ring", cost_model="ring"),
     },
-    pmi="srun --mpi=pmi2 with I_MPI_PMI_LIBRARY=<host libpmi2.so>; or the image's mpiexec.hydra",
+    pmi="srun --mpi=pmi2 with I_MPI_PMI_LIBRARY=<host libpmi2.so>; or the image's mpiexec.hydra on one node",
     srun_mpi="pmi2",
     tuning_env={_IMPI_VAR: "{contents}"},
     tuning_suffix=".adjust",

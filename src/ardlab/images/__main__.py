@@ -39,6 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sc.add_argument("--images", type=Path, default=Path(".cache/images"), help="where containers/build wrote them "
                     "(default %(default)s)")
     sc.add_argument("--nodes", type=int, default=2)
+    sc.add_argument("--ranks-per-node", type=int, default=1, help="ranks on each node, each in a container of its "
+                    "own (default %(default)s)")
     sc.add_argument("--output", type=Path, required=True, help="folder for <library>_allreduce.csv and "
                     "<library>_horovod.csv")
     ky = sub.add_parser("key", help="an image layer's key from this checkout (ardlab.images.provenance)")
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         srun_images.check_ready(args.images, libraries)
         for lib in libraries:
             names = srun_images.check(lib, srun_images.image_path(args.images, lib).resolve(), args.output,
-                                      nodes=args.nodes)
+                                      nodes=args.nodes, ranks_per_node=args.ranks_per_node)
             print(f"ardlab: {lib}: its image ran on {' '.join(names)}: rows in {args.output}", flush=True)
         return 0
     prove.check_can_prove(libraries)

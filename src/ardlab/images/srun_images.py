@@ -1,5 +1,6 @@
 """Each Apptainer image run the way a site runs it: the host's ``srun --mpi=<the table's plugin> -N 2 apptainer exec
-IMAGE ardlab ...`` on the emulated cluster's nodes, one rank a node (issue 40).
+IMAGE ardlab ...`` on the emulated cluster's nodes, one rank a node (issue 40) or several (issue 54: each rank then in
+a container of its own beside its node's others, with the table's ``container_peer_env``).
 
 Three launches per image: the ranks name their nodes (two distinct), the validated Allreduce (``ardlab bench allreduce
 --in-mpi --validate``, the library's default) and a Horovod step (``ardlab train-tf --in-mpi``, simplecnn on digits).
@@ -49,11 +50,20 @@ def require_apptainer_and_cluster() -> None:
                            'env)"')
 
 
-def launch(library: str, nodes: int, image: Path, command: list[str], cwd: str, timeout_s: float = 600) -> str:
-    """`apptainer exec IMAGE <command>` as one rank on each of `nodes` nodes under the table's srun; its output."""
+def launch(library: str, nodes: int, image: Path, command: list[str], cwd: str, timeout_s: float = 600,
+           ranks_per_node: int = 1) -> str:
+    """`apptainer exec IMAGE <command>` as `ranks_per_node` ranks on each of `nodes` nodes under the table's srun (at
+    several a node with the table's ``container_peer_env`` and, time-sharing this machine's cores, its
+    ``time_shared_env``: the caller's own values win); its output."""
     from ardlab.comm.launch import srun_command
+    from ardlab.comm.libraries import library as table
 
-    argv, env = srun_command(library, nodes, nodes, ["apptainer", "exec", str(image), *command])
+    ranks = nodes * ranks_per_node
+    lib = table(library)
+    extra = {**(lib.container_peer_env if ranks_per_node > 1 else {}),
+             **(lib.time_shared_env if ranks > (os.cpu_count() or 1) else {})}
+    argv, env = srun_command(library, ranks, nodes, ["apptainer", "exec", str(image), *command],
+                             extra_env={k: v for k, v in extra.items() if k not in os.environ})
     try:
         proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired as e:
@@ -64,20 +74,23 @@ def launch(library: str, nodes: int, image: Path, command: list[str], cwd: str, 
     return proc.stdout
 
 
-def check(library: str, image: Path, output: Path, nodes: int = 2, sizes: str = "4,64K,1M,4M") -> list[str]:
+def check(library: str, image: Path, output: Path, nodes: int = 2, sizes: str = "4,64K,1M,4M",
+          ranks_per_node: int = 1) -> list[str]:
     """The three launches for one image; the node names its ranks ran on. Rows land in `output` only when whole."""
     from ardlab.results import atomic_open
 
     work = tempfile.mkdtemp(prefix=f"ardlab-srun-{library}-", dir="/tmp")  # a folder the image sees (/tmp is bound)
     try:
-        names = node_names(launch(library, nodes, image, ["python3", "-c", HOSTS], work), library, nodes)
+        names = node_names(launch(library, nodes, image, ["python3", "-c", HOSTS], work, ranks_per_node=ranks_per_node),
+                           library, nodes)
         bench, train = Path(work) / "allreduce.csv", Path(work) / "horovod.csv"
         launch(library, nodes, image, ["ardlab", "bench", "allreduce", "--in-mpi", "--library", library, "--sizes",
-                                       sizes, "--validate", "--no-progress", "--output", str(bench)], work)
+                                       sizes, "--validate", "--no-progress", "--output", str(bench)], work,
+               ranks_per_node=ranks_per_node)
         launch(library, nodes, image, ["ardlab", "train-tf", "--in-mpi", "--library", library, "--model", "simplecnn",
                                        "--dataset", "digits", "--batch-per-rank", "8", "--warmup-batches", "1",
                                        "--iterations", "1", "--batches-per-iter", "4", "--no-progress", "--output",
-                                       str(train)], work)
+                                       str(train)], work, ranks_per_node=ranks_per_node)
         output.mkdir(parents=True, exist_ok=True)
         for src, name in ((bench, "allreduce"), (train, "horovod")):
             with atomic_open(output / f"{library}_{name}.csv", "w") as f:
