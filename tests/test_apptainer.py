@@ -290,6 +290,8 @@ def test_the_mpich_image_builds_passes_its_test_and_runs_under_srun_on_two_nodes
     for rows in (bench, train):  # every row says which image, by its labels, it was made in
         assert set(rows.image_source) == {labels[provenance.LABEL_SOURCE]}, rows
         assert set(rows.image_commit) == {labels[provenance.LABEL_COMMIT]}, rows
+        # and what carried its bytes: probed in a launch of the same shape, handed to the --in-mpi ranks
+        assert set(zip(rows.transport_intra_node, rows.transport_inter_node)) == {("shm:posix", "ucx:tcp")}, rows
 
 
 if __name__ == "__main__":

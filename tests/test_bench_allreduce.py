@@ -63,6 +63,25 @@ def test_in_mpi_mode_under_own_launcher(tmp_path):
         ("ring", "4096"), ("ring", "65536"), ("own_rabenseifner", "4096"), ("own_rabenseifner", "65536")]
 
 
+def test_in_mpi_rows_carry_the_transport_their_launchers_probe_handed_over(tmp_path):
+    """A launch ardlab does not start cannot be probed from inside: `ardlab transport --shell` probes one of the same
+    shape and prints the settings that hand its result to the --in-mpi launch's rows; without them the rows say ""."""
+    import shlex
+
+    from conftest import ardlab, mpirun
+
+    exports = ardlab("transport", "--library", "mpich", "--ranks", 2, "--shell", timeout=300).stdout
+    settings = dict(shlex.split(ln.removeprefix("export "))[0].split("=", 1) for ln in exports.splitlines())
+    assert settings == {"ARDLAB_TRANSPORT_INTRA_NODE": "shm:posix", "ARDLAB_TRANSPORT_INTER_NODE": ""}, exports
+    argv = ["-m", "ardlab.cli", "bench", "allreduce", "--in-mpi", "--sizes", "4K", "--iterations", 3, "--no-progress",
+            "--no-own", "--output"]
+    mpirun("mpich", 2, [*argv, tmp_path / "given.csv"], extra_env=settings)
+    mpirun("mpich", 2, [*argv, tmp_path / "not.csv"])
+    assert {(r["transport_intra_node"], r["transport_inter_node"]) for r in read(tmp_path / "given.csv")} == \
+        {("shm:posix", "")}
+    assert {(r["transport_intra_node"], r["transport_inter_node"]) for r in read(tmp_path / "not.csv")} == {("", "")}
+
+
 def test_in_mpi_sweep_runs_the_forced_algorithm_and_ours(tmp_path):
     from conftest import mpirun
 

@@ -107,8 +107,17 @@ def _transport(args: argparse.Namespace) -> int:
         if not sep or not key:
             raise ValueError(f"--env {item!r} is not NAME=VALUE")
         env[key] = value
+    if args.image and args.launcher != "srun":
+        raise ValueError("--image needs --launcher srun (an image's ranks are started by srun)")
     got = transport(RunPlan("microbench", args.library, args.ranks, nodes=args.nodes, launcher=args.launcher,
-                            env=env, timeout_s=args.timeout))
+                            env=env, timeout_s=args.timeout, image=args.image))
+    if args.shell:  # for `eval`: the settings that hand the result to an --in-mpi launch's rows
+        import shlex
+
+        from ardlab.comm.transport import settings
+
+        print("\n".join(f"export {k}={shlex.quote(v)}" for k, v in settings(got).items()))
+        return 0
     for kind, where in (("intra_node", "within a node"), ("inter_node", "between nodes")):
         t = got[kind]
         print(f"{where:14s} {t or '-':24s} {wire(t) or 'no pair of ranks there'}")
@@ -413,6 +422,9 @@ def _transport_parser(s):
     s.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="a setting for every rank (e.g. UCX_TLS=tcp, FI_PROVIDER=tcp, OMPI_MCA_pml=ucx); repeatable")
     s.add_argument("--timeout", type=float, help="seconds before the probe launch is killed (default 300)")
+    s.add_argument("--image", help="--launcher srun: the Apptainer image the ranks run in (its library's build)")
+    s.add_argument("--shell", action="store_true", help="print the result as shell exports (ARDLAB_TRANSPORT_*) "
+                   "that hand it to the rows of an --in-mpi launch of the same shape")
     s.set_defaults(func=_transport)
 
 

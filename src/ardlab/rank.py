@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from ardlab.comm.transport import Transport
+from ardlab.comm.transport import Transport, given
 from ardlab.plan import RunPlan
 from ardlab.programs import program
 from ardlab.results import TRAIN_LOSS_COLUMNS, write_csv
@@ -40,7 +40,9 @@ def execute(plan: RunPlan) -> list[dict] | None:
         from ardlab.comm.launch import thread_env
 
         os.environ.update(thread_env(plan.threads))  # for runtimes that read them when they load
-    where = placement(plan.threads or 1) | Transport(**plan.transport).fields() | {"library_family": lib.family}
+    # what carries the bytes: the driver's probe of this launch, or (--in-mpi) what its launcher's probe handed over
+    where = placement(plan.threads or 1) | Transport(**(plan.transport or given())).fields() \
+        | {"library_family": lib.family}
     if not prog.trains:
         return _bench(prog, plan, where)
     train = _counted(prog.code().on_rank, int(where["nodes"]))

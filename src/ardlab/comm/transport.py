@@ -34,6 +34,9 @@ from dataclasses import dataclass
 
 MARK = "ardlab-transport:"
 KINDS = ("intra_node", "inter_node")
+# A launch ardlab does not start (``--in-mpi``: the user's srun) cannot be probed from inside: whoever probed its
+# launch hands the result to its ranks in these settings (``given``; ``ardlab transport --shell`` prints them)
+GIVEN = {"intra_node": "ARDLAB_TRANSPORT_INTRA_NODE", "inter_node": "ARDLAB_TRANSPORT_INTER_NODE"}
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,19 @@ def wire(transport: str) -> str:
     if parts <= TCP | SHARED_MEMORY:
         return "tcp"
     return "+".join(sorted({_network(p) for p in parts - SHARED_MEMORY - TCP}))
+
+
+def given(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The transports handed to a launch in its settings (``GIVEN``), by kind; {} where none was."""
+    env = os.environ if env is None else env
+    if not any(name in env for name in GIVEN.values()):
+        return {}
+    return {kind: env.get(name, "") for kind, name in GIVEN.items()}
+
+
+def settings(transport: dict[str, str]) -> dict[str, str]:
+    """The settings that hand `transport` (a probe's result, by kind) to a launch's ranks."""
+    return {name: transport.get(kind, "") for kind, name in GIVEN.items()}
 
 
 def parse(family: str, text: str) -> Transport:

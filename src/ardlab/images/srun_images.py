@@ -51,10 +51,11 @@ def require_apptainer_and_cluster() -> None:
 
 
 def launch(library: str, nodes: int, image: Path, command: list[str], cwd: str, timeout_s: float = 600,
-           ranks_per_node: int = 1) -> str:
+           ranks_per_node: int = 1, settings: dict[str, str] | None = None) -> str:
     """`apptainer exec --cleanenv IMAGE <command>` (ardlab.images.clean) as `ranks_per_node` ranks on each of
     `nodes` nodes under the table's srun (at several a node with the table's ``container_peer_env`` and,
-    time-sharing this machine's cores, its ``time_shared_env``: the caller's own values win); its output."""
+    time-sharing this machine's cores, its ``time_shared_env``: the caller's own values win) and `settings`; its
+    output."""
     from ardlab.comm.launch import srun_command
     from ardlab.comm.libraries import library as table
     from ardlab.images.clean import exec_argv
@@ -63,7 +64,7 @@ def launch(library: str, nodes: int, image: Path, command: list[str], cwd: str, 
     lib = table(library)
     extra = {**(lib.container_peer_env if ranks_per_node > 1 else {}),
              **(lib.time_shared_env if ranks > (os.cpu_count() or 1) else {})}
-    extra = {k: v for k, v in extra.items() if k not in os.environ}
+    extra = {**{k: v for k, v in extra.items() if k not in os.environ}, **(settings or {})}
     argv, env = srun_command(library, ranks, nodes, exec_argv(str(image), command, keep=[*extra, *lib.srun_env]),
                              extra_env=extra)
     try:
@@ -79,8 +80,16 @@ def launch(library: str, nodes: int, image: Path, command: list[str], cwd: str, 
 def check(library: str, image: Path, output: Path, nodes: int = 2, sizes: str = "4,64K,1M,4M",
           ranks_per_node: int = 1) -> list[str]:
     """The three launches for one image; the node names its ranks ran on. Rows land in `output` only when whole."""
+    from ardlab.comm.transport import settings
+    from ardlab.driver import transport
+    from ardlab.plan import RunPlan
     from ardlab.results import atomic_open
 
+    # what carries the bytes, probed in a launch of the same shape inside the image (the driver's probe), handed to
+    # the --in-mpi launches' rows (ardlab.comm.transport.GIVEN)
+    probe = RunPlan("microbench", library, nodes * ranks_per_node, nodes=nodes, launcher="srun", image=str(image),
+                    timeout_s=300)
+    given = settings(transport(probe))
     work = tempfile.mkdtemp(prefix=f"ardlab-srun-{library}-", dir="/tmp")  # a folder the image sees (/tmp is bound)
     try:
         names = node_names(launch(library, nodes, image, ["python3", "-c", HOSTS], work, ranks_per_node=ranks_per_node),
@@ -88,11 +97,11 @@ def check(library: str, image: Path, output: Path, nodes: int = 2, sizes: str = 
         bench, train = Path(work) / "allreduce.csv", Path(work) / "horovod.csv"
         launch(library, nodes, image, ["ardlab", "bench", "allreduce", "--in-mpi", "--library", library, "--sizes",
                                        sizes, "--validate", "--no-progress", "--output", str(bench)], work,
-               ranks_per_node=ranks_per_node)
+               ranks_per_node=ranks_per_node, settings=given)
         launch(library, nodes, image, ["ardlab", "train-tf", "--in-mpi", "--library", library, "--model", "simplecnn",
                                        "--dataset", "digits", "--batch-per-rank", "8", "--warmup-batches", "1",
                                        "--iterations", "1", "--batches-per-iter", "4", "--no-progress", "--output",
-                                       str(train)], work, ranks_per_node=ranks_per_node)
+                                       str(train)], work, ranks_per_node=ranks_per_node, settings=given)
         output.mkdir(parents=True, exist_ok=True)
         for src, name in ((bench, "allreduce"), (train, "horovod")):
             with atomic_open(output / f"{library}_{name}.csv", "w") as f:
