@@ -51,11 +51,11 @@ def require_apptainer_and_cluster() -> None:
 
 
 def launch(library: str, nodes: int, image: Path, command: list[str], cwd: str, timeout_s: float = 600,
-           ranks_per_node: int = 1, settings: dict[str, str] | None = None) -> str:
+           ranks_per_node: int = 1, settings: dict[str, str] | None = None, stderr: bool = False) -> str:
     """`apptainer exec --cleanenv IMAGE <command>` (ardlab.images.clean) as `ranks_per_node` ranks on each of
     `nodes` nodes under the table's srun (at several a node with the table's ``container_peer_env`` and,
     time-sharing this machine's cores, its ``time_shared_env``: the caller's own values win) and `settings`; its
-    output."""
+    output (`stderr`: its standard error after it)."""
     from ardlab.comm.launch import srun_command
     from ardlab.comm.libraries import library as table
     from ardlab.images.clean import exec_argv
@@ -74,22 +74,24 @@ def launch(library: str, nodes: int, image: Path, command: list[str], cwd: str, 
     if proc.returncode != 0:
         raise RuntimeError(f"`{' '.join(argv)}` failed (exit {proc.returncode}):\n"
                            f"{(proc.stdout + proc.stderr)[-3000:]}")
-    return proc.stdout
+    return proc.stdout + ("\n" + proc.stderr if stderr else "")
 
 
 def check(library: str, image: Path, output: Path, nodes: int = 2, sizes: str = "4,64K,1M,4M",
           ranks_per_node: int = 1) -> list[str]:
     """The three launches for one image; the node names its ranks ran on. Rows land in `output` only when whole."""
-    from ardlab.comm.transport import settings
-    from ardlab.driver import transport
-    from ardlab.plan import RunPlan
+    from dataclasses import asdict
+
+    from ardlab.comm.libraries import library as table
+    from ardlab.comm.transport import parse, settings
     from ardlab.results import atomic_open
 
-    # what carries the bytes, probed in a launch of the same shape inside the image (the driver's probe), handed to
-    # the --in-mpi launches' rows (ardlab.comm.transport.GIVEN)
-    probe = RunPlan("microbench", library, nodes * ranks_per_node, nodes=nodes, launcher="srun", image=str(image),
-                    timeout_s=300)
-    given = settings(transport(probe))
+    # what carries the bytes, read by the transport probe (ardlab.comm.transport) in a launch of the same shape inside
+    # the image with the library's reports on, handed to the --in-mpi launches' rows (ardlab.comm.transport.GIVEN)
+    lib = table(library)
+    said = launch(library, nodes, image, ["python3", "-m", "ardlab.comm.transport"], "/tmp",
+                  ranks_per_node=ranks_per_node, settings=dict(lib.transport_report_env), stderr=True)
+    given = settings(asdict(parse(lib.family, said)))
     work = tempfile.mkdtemp(prefix=f"ardlab-srun-{library}-", dir="/tmp")  # a folder the image sees (/tmp is bound)
     try:
         names = node_names(launch(library, nodes, image, ["python3", "-c", HOSTS], work, ranks_per_node=ranks_per_node),
