@@ -171,13 +171,19 @@ def test_across_two_emulated_nodes_under_srun(lib, two_nodes, tmp_path):
 
 
 def test_the_site_comparison_config_is_valid_with_the_registration_and_named_without():
-    """workflow/config/site-debian.yaml: valid where Debian's builds are registered (as its comment runs it), its site
-    library named where they are not."""
+    """workflow/config/site-debian.yaml (and with overlays/site-debian-2nodes.yaml): valid where Debian's builds are
+    registered (as its comment runs it), its site library named where they are not."""
     import subprocess
     import sys
 
-    check = ("import sys, yaml; from ardlab.study import config; "
-             "config.validate(yaml.safe_load(open('workflow/config/site-debian.yaml')))")
+    # with its overlay across 2 nodes too, merged as Snakemake merges --configfile (nested sections key by key)
+    check = ("import sys, yaml; from ardlab.study import config\n"
+             "def merged(a, b):\n"
+             "    return {k: merged(a[k], v) if isinstance(v, dict) and isinstance(a.get(k), dict) else v "
+             "for k, v in {**a, **b}.items()}\n"
+             "base = yaml.safe_load(open('workflow/config/site-debian.yaml'))\n"
+             "config.validate(base)\n"
+             "config.validate(merged(base, yaml.safe_load(open('workflow/config/overlays/site-debian-2nodes.yaml'))))")
     ok = subprocess.run([sys.executable, "-c", check], cwd=ROOT, env=site_env(), capture_output=True, text=True,
                         timeout=120)
     assert ok.returncode == 0, ok.stderr[-2000:]
