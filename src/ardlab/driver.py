@@ -84,18 +84,15 @@ def command(plan: RunPlan, plan_file: Path | None, module: list[str] | None = No
     args = ["-m", *module] if module else ["-m", "ardlab.rank", "--plan", str(plan_file)]
     if plan.launcher == "local":
         return launch.command(plan.library, plan.ranks, args, algorithm=algorithm, extra_env=extra)
-    if time_shared(plan):  # the caller's own values win
-        extra.update({k: v for k, v in library(plan.library).time_shared_env.items() if k not in os.environ})
-    if plan.image and plan.ranks > plan.nodes:  # a node's ranks each in a container of its own
-        extra.update({k: v for k, v in library(plan.library).container_peer_env.items() if k not in os.environ})
-    if plan.image:  # a clean environment inside: the launch's own settings and what ranks need (ardlab.images.clean)
+    extra.update(launch.srun_settings(plan.library, plan.ranks, plan.nodes, time_shared=time_shared(plan),
+                                      image=bool(plan.image)))
+    if plan.image:  # images run under srun (the image's MPI talks to srun's PMI plugin), each rank in a clean
+        # environment: the launch's own settings and what ranks need (ardlab.images.clean)
         inner = exec_argv(plan.image, ["python", *args] if module else ["ardlab", "rank", "--plan", str(plan_file)],
                           keep=[*extra, *library(plan.library).srun_env])
-    else:
-        inner = [str(launch.require_env(plan.library) / "bin" / "python"), *args]
-    if plan.image:  # images run under srun (the image's MPI talks to srun's PMI plugin)
         return launch.srun_command(plan.library, plan.ranks, plan.nodes, inner, algorithm=algorithm,
                                    extra_env=extra, srun_mpi=plan.srun_mpi)
+    inner = [str(launch.require_env(plan.library) / "bin" / "python"), *args]
     return launch.allocation_command(plan.library, plan.ranks, plan.nodes, inner, algorithm=algorithm,
                                      extra_env=extra, srun_mpi=plan.srun_mpi)
 

@@ -327,6 +327,16 @@ def program_env(library_name: str) -> dict[str, str]:
     return out
 
 
+def srun_settings(library_name: str, ranks: int, nodes: int, *, time_shared: bool, image: bool) -> dict[str, str]:
+    """What an srun launch adds for the shape it runs in (the caller's own values win): the table's
+    ``time_shared_env`` where its ranks time-share cores, its ``container_peer_env`` where an image's ranks share a
+    node, each in a container of its own."""
+    lib = library(library_name)
+    env = {**(lib.time_shared_env if time_shared else {}),
+           **(lib.container_peer_env if image and ranks > nodes else {})}
+    return {k: v for k, v in env.items() if k not in os.environ}
+
+
 def srun_command(library_name: str, ranks: int, nodes: int, inner: Sequence[str], *, algorithm: str = DEFAULT,
                  extra_env: Mapping[str, str] | None = None, srun_mpi: str | None = None
                  ) -> tuple[list[str], dict[str, str]]:

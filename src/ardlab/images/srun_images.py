@@ -56,15 +56,14 @@ def launch(library: str, nodes: int, image: Path, command: list[str], cwd: str, 
     `nodes` nodes under the table's srun (at several a node with the table's ``container_peer_env`` and,
     time-sharing this machine's cores, its ``time_shared_env``: the caller's own values win) and `settings`; its
     output (`stderr`: its standard error after it)."""
-    from ardlab.comm.launch import srun_command
+    from ardlab.comm.launch import srun_command, srun_settings
     from ardlab.comm.libraries import library as table
     from ardlab.images.clean import exec_argv
 
     ranks = nodes * ranks_per_node
     lib = table(library)
-    extra = {**(lib.container_peer_env if ranks_per_node > 1 else {}),
-             **(lib.time_shared_env if ranks > (os.cpu_count() or 1) else {})}
-    extra = {**{k: v for k, v in extra.items() if k not in os.environ}, **(settings or {})}
+    extra = {**srun_settings(library, ranks, nodes, time_shared=ranks > (os.cpu_count() or 1), image=True),
+             **(settings or {})}
     argv, env = srun_command(library, ranks, nodes, exec_argv(str(image), command, keep=[*extra, *lib.srun_env]),
                              extra_env=extra)
     try:
