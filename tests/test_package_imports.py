@@ -21,9 +21,10 @@ LAYERS = [
     "ardlab.programs",  # the measuring programs, each named once (their modules loaded only when asked)
     "ardlab.plan",  # the run plan from driver to ranks
     "ardlab.driver",  # starts the ranks of a plan
+    "ardlab.bench",  # the microbenchmark, message sizes, the timing loop, the call counter (no training)
     "ardlab.nn",  # the CNN framework (oneDNN or NumPy kernels, data parallel over MPI)
     "ardlab.horovod",  # TensorFlow + Horovod (translates ardlab.nn models)
-    "ardlab.bench",  # the microbenchmark, message sizes, the timing loop, the call counter
+    "ardlab.callcount",  # a training run's Allreduce calls counted (plans and runs the trainings)
     "ardlab.analysis",  # tables, tuned files, cost models, figures
     "ardlab.advise",  # `ardlab advise`: one job's calls raced within a budget, the choice checked in training
     "ardlab.experiments",  # investigations: benchmark scripts answering one question each

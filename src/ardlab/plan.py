@@ -229,6 +229,13 @@ def option_default(f, *, workflow: bool = False):
     return value
 
 
+def workflow_default(config_class, name: str):
+    """The workflow config's default of `config_class`'s option `name` (``option_default`` with `workflow`): what a
+    run made for a study or a job's advice takes where its caller gives none."""
+    (f,) = [f for f in fields(config_class) if f.name == name]
+    return option_default(f, workflow=True)
+
+
 def option_type(f) -> tuple[str, bool]:
     """An option's type as given ("int", "float", "str", "bool"; a size in MiB: "float") and whether the field may
     be None."""

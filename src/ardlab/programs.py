@@ -11,8 +11,10 @@ name. Its module offers the same interface:
   summary row), the others None. `comm` is the communicator to train on (None: COMM_WORLD), `label` the algorithm
   its row names (None: the one the launch forces);
 - a training's also ``steps_run(options) -> int`` (the steps a plan runs, warm-up included), ``ask_steps(timed) ->
-  dict`` (the options asking for `timed` timed steps after one untimed step) and ``call_setting(plan) -> str`` (the
-  settings that shape its Allreduce calls, as the call counter's rows name them).
+  dict`` (the options asking for `timed` timed steps after one untimed step), ``call_setting(plan) -> str`` (the
+  settings that shape its Allreduce calls, as the call counter's rows name them) and ``job_plan(library_name, *,
+  ranks, model, timed_steps, batch_per_rank=None, setting=None, **run) -> RunPlan`` (a job's training as ``advise``
+  and the call counter run it: synthetic data, the study's defaults).
 
 This module imports none of them until asked: the driver reads a record without loading TensorFlow.
 """

@@ -128,18 +128,11 @@ class Job:
         library selects from that file."""
         if not self.model:
             raise ValueError("the job is a command: it has no training plan")
-        if self.framework == "nn":
-            from ardlab.nn import trainer
+        from ardlab.programs import of_framework
 
-            return trainer.plan(library_name, ranks=self.ranks, algorithm=algorithm, tuned=tuned, options={
-                "model": self.model, "dataset": "synthetic", "batch_per_rank": self.batch_per_rank,
-                **trainer.ask_steps(steps)}, **self.launch_fields())
-        from ardlab.horovod import train
-
-        return train.plan(library_name, ranks=self.ranks, algorithm=algorithm, tuned=tuned,
-                          knobs={"fusion_threshold_mb": train.FUSION_THRESHOLD_MB},
-                          options={"model": self.model, "batch_per_rank": self.batch_per_rank,
-                                   **train.ask_steps(steps)}, **self.launch_fields())
+        return of_framework(self.framework).code().job_plan(
+            library_name, ranks=self.ranks, model=self.model, timed_steps=steps, batch_per_rank=self.batch_per_rank,
+            algorithm=algorithm, tuned=tuned, **self.launch_fields())
 
 
 @dataclass
@@ -265,7 +258,7 @@ def learn_calls(job: Job, library_name: str, steps: int = 3):
     one run of it divided by the steps it runs (``Job.steps``; 1: per run)."""
     import pandas as pd
 
-    from ardlab.bench.callsizes import count
+    from ardlab.callcount import count
 
     if job.command:
         return _learn_command_calls(job, library_name)

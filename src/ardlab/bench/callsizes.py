@@ -7,14 +7,15 @@ names a folder in ARDLAB_CALLSIZES loads it before its MPI library (``load_if_as
 writes its counts there at MPI_Finalize.
 
     python -m ardlab.bench.callsizes build          # for this environment's MPI (containers/install-env)
-    python -m ardlab.bench.callsizes measure --library mpich --ranks 2 \
-        --output results/experiments/call_sizes/allreduce_sizes.csv
     python -m ardlab.bench.callsizes summary results/experiments/call_sizes/allreduce_sizes*.csv \
         --output results/experiments/call_sizes/allreduce_sizes_summary.csv
 
-The table has one row per run, operation and size (rank 0's counts; every rank's must agree, or it is an error):
-framework, model, library, ranks, setting (ardlab.nn's parallel mode and bucket, Horovod's fusion threshold),
-steps (every training step of the run, warm-up included), op, bytes, calls, calls_per_step.
+This module is the instrument: it builds and loads the counter and reads what ranks wrote. Running a training plan
+with it loaded, and the table of its counts, is ``ardlab.callcount`` (above the training programs, which this
+package does not import). That table has one row per run, operation and size (rank 0's counts; every rank's must
+agree, or it is an error): framework, model, library, ranks, setting (ardlab.nn's parallel mode and bucket,
+Horovod's fusion threshold), steps (every training step of the run, warm-up included), op, bytes, calls,
+calls_per_step.
 """
 
 from __future__ import annotations
@@ -23,20 +24,15 @@ import argparse
 import ctypes
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 from ardlab.bench.timeloop import compile_against
-from ardlab.programs import FRAMEWORKS as TRAINING_FRAMEWORKS, program
 
 SOURCE = Path(__file__).with_name("callsizes.c")
 LIBRARY_FILE = "libardlab_callsizes.so"
 ENV = "ARDLAB_CALLSIZES"  # the folder a rank writes its counts to; unset: nothing is loaded or counted
 # seconds after MPI_Init within which a rank must make a summing Allreduce, or it says so and exits (callsizes.c)
 FIRST_CALL_ENV, NO_ALLREDUCE_MARK = "ARDLAB_FIRST_ALLREDUCE_S", "ARDLAB-NO-ALLREDUCE"
-COLUMNS = ["framework", "model", "library", "library_version", "ranks", "nodes", "setting", "steps", "op", "bytes",
-           "calls", "calls_per_step"]
-FRAMEWORKS = tuple(TRAINING_FRAMEWORKS)  # nn, tensorflow
 
 
 def library_path(prefix: str | Path | None = None) -> Path:
@@ -156,63 +152,6 @@ def period_of(timeline, least_steps: int = 2) -> tuple[float, float, int]:
                        f"{SKIPPED_STEPS + least_steps} steps or more: its steps cannot be told apart")
 
 
-def _plan(framework: str, library_name: str, ranks: int, model: str, setting: dict, steps: int):
-    if framework == "nn":
-        from ardlab.nn import trainer
-
-        return trainer.plan(library_name, ranks=ranks, threads=1, progress=False, options={
-            "model": model, "dataset": "synthetic", "batch_per_rank": 16, **trainer.ask_steps(steps - 1), **setting})
-    from ardlab.horovod import train
-
-    return train.plan(library_name, ranks=ranks, threads=1, progress=False, knobs=setting, options={
-        "model": model, "batch_per_rank": 16, **train.ask_steps(steps - 1)})
-
-
-def measure(framework: str, library_name: str, ranks: int, model: str, *, setting: dict | None = None,
-            steps: int = 4) -> list[dict]:
-    """One local training run of `steps` steps with every Allreduce counted; its rows (see the module's
-    docstring)."""
-    if framework not in FRAMEWORKS:
-        raise ValueError(f"unknown framework {framework!r}; valid: {', '.join(FRAMEWORKS)}")
-    if steps < 2:
-        raise ValueError(f"steps must be >= 2 (one warm-up, one timed), got {steps}")
-    from ardlab.horovod.train import FUSION_THRESHOLD_MB
-
-    setting = dict(setting or ({"parallel_mode": "blocking"} if framework == "nn" else
-                               {"fusion_threshold_mb": FUSION_THRESHOLD_MB}))
-    return count(_plan(framework, library_name, ranks, model, setting, steps))
-
-
-def count(plan, capture: bool = False) -> list[dict]:
-    """Run a training plan (ardlab.plan.RunPlan of a training program, any launcher) with every Allreduce
-    counted on every rank; its rows (see the module's docstring). `capture`: the run's output is kept, shown only if
-    it fails."""
-    import csv
-    import dataclasses
-
-    from ardlab import driver
-
-    prog = program(plan.program)
-    if not prog.trains:
-        raise ValueError(f"only training runs are counted, not {plan.program!r}")
-    # beside the output where there is one: on a cluster every node writes there (a shared file system)
-    base = Path(plan.output).resolve().parent if plan.output else None
-    if base is not None:
-        base.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".ardlab-callsizes-", dir=base) as folder:
-        plan = dataclasses.replace(plan, env={**plan.env, ENV: folder}, output=str(Path(folder) / "row.csv"))
-        driver.run_training(plan, capture=capture)
-        with open(plan.output, newline="") as f:
-            summary = next(csv.DictReader(f))
-        counts = read(folder, plan.ranks)
-    steps, setting = prog.code().steps_run(plan.options), prog.code().call_setting(plan)
-    return [{"framework": prog.framework, "model": plan.options["model"],
-             "library": plan.library, "library_version": summary["library_version"], "ranks": plan.ranks,
-             "nodes": plan.nodes, "setting": setting, "steps": steps, "op": c.op, "bytes": int(c.bytes),
-             "calls": int(c.calls), "calls_per_step": f"{c.calls / steps:g}"}
-            for c in counts.itertuples()]
-
-
 def summary(table):
     """Per framework, model, library, ranks and nodes: the gradient traffic of one step (operation sum) and Horovod's
     coordination calls (any other operation): calls and MiB per step, the size below which half of the bytes
@@ -243,18 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="action", required=True)
     b = sub.add_parser("build", help="compile the counter for this environment's MPI")
     b.add_argument("--prefix", default=None, help="the environment (default: this interpreter's)")
-    m = sub.add_parser("measure", help="count the Allreduce calls of training runs, both frameworks")
-    m.add_argument("--library", required=True)
-    m.add_argument("--ranks", type=int, default=2)
-    m.add_argument("--models", nargs="+", default=["alexnet", "resnet20", "vgg16"])
-    m.add_argument("--frameworks", nargs="+", default=list(FRAMEWORKS), choices=FRAMEWORKS)
-    m.add_argument("--steps", type=int, default=4)
-    m.add_argument("--output", required=True, help="the CSV to write (atomically)")
-    c = sub.add_parser("count", help="count the Allreduce calls of one training run plan (a workflow job's)")
-    c.add_argument("--plan-json", required=True, help="the run plan (ardlab.plan.RunPlan as JSON)")
-    c.add_argument("--output", required=True, help="the CSV to write (atomically)")
     t = sub.add_parser("summary", help="per framework and model: the calls of one step (a CSV and Markdown)")
-    t.add_argument("tables", nargs="+", help="CSVs written by measure")
+    t.add_argument("tables", nargs="+", help="CSVs written by python -m ardlab.callcount measure")
     t.add_argument("--output", required=True, help="the summary's path (.csv; .md beside it)")
     a = p.parse_args(argv)
     if a.action == "summary":
@@ -264,24 +193,7 @@ def main(argv: list[str] | None = None) -> int:
 
         print(*save_frame(summary(pd.concat([pd.read_csv(f) for f in a.tables])), a.output))
         return 0
-    if a.action == "build":
-        print(f"built {build(a.prefix)}")
-        return 0
-    from ardlab.results import write_csv
-
-    if a.action == "count":
-        from ardlab.plan import RunPlan
-
-        plan = RunPlan.from_json(a.plan_json)
-        plan.output = a.output  # its folder holds the counts while the run lasts
-        write_csv(a.output, COLUMNS, count(plan))
-        print(f"wrote {a.output}")
-        return 0
-
-    rows = [row for fw in a.frameworks for model in a.models
-            for row in measure(fw, a.library, a.ranks, model, steps=a.steps)]
-    write_csv(a.output, COLUMNS, rows)
-    print(f"wrote {len(rows)} rows to {a.output}")
+    print(f"built {build(a.prefix)}")
     return 0
 
 

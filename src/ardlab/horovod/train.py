@@ -18,7 +18,7 @@ import numpy as np
 
 from ardlab.comm.libraries import DEFAULT
 from ardlab.nn.trainer import TrainingOptions, optimizer_names
-from ardlab.plan import RunPlan, check_algorithm, option, options_of
+from ardlab.plan import RunPlan, check_algorithm, option, options_of, workflow_default
 from ardlab.results import mib_bytes
 
 # The fusion threshold ardlab runs Horovod at wherever a user does not choose one (the study's horovod section, the
@@ -123,6 +123,18 @@ def plan(library_name: str, *, ranks: int, algorithm: str = DEFAULT, tuned: str 
         raise ValueError(f"setting {clash[0]} is Horovod's knob here; pass it as a knob")
     env = {**given, **env}
     return RunPlan("horovod", library_name, ranks, algorithm=name, tuned=tuned, options=opts, env=env, **run)
+
+
+def job_plan(library_name: str, *, ranks: int, model: str, timed_steps: int, batch_per_rank: int | None = None,
+             setting: dict | None = None, **run) -> RunPlan:
+    """A training job's plan as ``advise`` and the call counter run it (ardlab.programs): `timed_steps` timed steps
+    after one warm-up batch, of `model` on synthetic data, `batch_per_rank` images a rank (None: the workflow's
+    default); `setting`: Horovod's knobs that shape its calls (``call_setting``'s; None: the fusion threshold the
+    study's runs had); `run`: the plan's fields."""
+    return plan(library_name, ranks=ranks, knobs=setting or {"fusion_threshold_mb": FUSION_THRESHOLD_MB},
+                options={"model": model,
+                         "batch_per_rank": batch_per_rank or workflow_default(TFConfig, "batch_per_rank"),
+                         **ask_steps(timed_steps)}, **run)
 
 
 def on_rank(plan: RunPlan, comm, label: str | None) -> dict | None:

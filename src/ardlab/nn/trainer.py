@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ardlab.comm.libraries import DEFAULT
-from ardlab.plan import RunPlan, check_algorithm, option, options_of
+from ardlab.plan import RunPlan, check_algorithm, option, options_of, workflow_default
 from ardlab.results import utc_now
 
 
@@ -111,6 +111,17 @@ def plan(library_name: str, *, ranks: int, algorithm: str = DEFAULT, tuned: str 
     if opts.get("input_shape") is not None:
         opts["input_shape"] = list(opts["input_shape"])
     return RunPlan("train", library_name, ranks, algorithm=name, tuned=tuned, options=opts, **run)
+
+
+def job_plan(library_name: str, *, ranks: int, model: str, timed_steps: int, batch_per_rank: int | None = None,
+             setting: dict | None = None, **run) -> RunPlan:
+    """A training job's plan as ``advise`` and the call counter run it (ardlab.programs): `timed_steps` timed steps
+    after one untimed, of `model` on synthetic data, `batch_per_rank` images a rank (None: the workflow's default);
+    `setting`: the options that shape its calls (``call_setting``'s; None: the defaults); `run`: the plan's fields."""
+    return plan(library_name, ranks=ranks, options={
+        "model": model, "dataset": "synthetic",
+        "batch_per_rank": batch_per_rank or workflow_default(TrainConfig, "batch_per_rank"),
+        **ask_steps(timed_steps), **(setting or {})}, **run)
 
 
 def on_rank(plan: RunPlan, comm, label: str | None) -> dict | None:

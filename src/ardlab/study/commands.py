@@ -28,7 +28,7 @@ from ardlab.study import kinds
 from ardlab.study.config import Job, algorithms, parse_scale, tuned_ranks, tuned_rerun, tuned_scale
 
 # Where the workflow keeps, per training group (kind, model, mode) and scale, the Allreduce calls one of its launches
-# made (ardlab.bench.callsizes) and the algorithms picked for them from the microbenchmark (ardlab.analysis.picks).
+# made (ardlab.callcount) and the algorithms picked for them from the microbenchmark (ardlab.analysis.picks).
 CALLSIZES = "callsizes/{kind}/{model}-{mode}/{scale}.csv"
 PICKS = "picks/{kind}/{model}-{mode}/{scale}.csv"
 # Where the workflow keeps, per library and scale, the rows of a validated Allreduce through that scale's tuned file
@@ -239,7 +239,7 @@ def tuned_check_resources(config: dict, scale: str) -> dict:
 def callsizes_command(config: dict, job: Job, output: str) -> str:
     """Count the Allreduce calls of one launch of a training group (its first library, the default algorithm)."""
     plan = _variant(job, config, config["libraries"][0], DEFAULT)
-    argv = [sys.executable, "-m", "ardlab.bench.callsizes", "count", "--plan-json", plan.to_json(), "--output", output]
+    argv = [sys.executable, "-m", "ardlab.callcount", "count", "--plan-json", plan.to_json(), "--output", output]
     return " ".join([*_envs_prefix(config), *map(shlex.quote, argv)])
 
 
