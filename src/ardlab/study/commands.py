@@ -87,7 +87,7 @@ def _variant(job: Job, config: dict, lib: str, algorithm: str) -> RunPlan:
 def variant_names(job: Job, config: dict, lib: str) -> list[str]:
     """The algorithms of `lib` in the job's group (TUNED for its tuned file; the algorithms that file selects
     join when the job starts)."""
-    if job.kind == "microbench_tuned":
+    if kinds.of(job).tuned_phase:
         return [DEFAULT, TUNED]
     names = algorithms(config, _section(job), lib, job.nodes)
     return names + ([TUNED] if tuned_rerun(config, job.kind) else [])
@@ -100,7 +100,7 @@ def comparison(job: Job, config: dict, output: str) -> Comparison:
     # The tuned phase measures every algorithm a tuned file selects beside it (per size, the best single one is
     # among them); a training group measures the tuned file beside its configured algorithms only (a launch costs
     # seconds there, and the best single algorithm of the group is the best of those).
-    selected = [tuned_file(config, lib) for lib in libs] if job.kind == "microbench_tuned" else []
+    selected = [tuned_file(config, lib) for lib in libs] if kinds.of(job).tuned_phase else []
     picks = _picks(job, config)
     return Comparison(job.group, variants, rounds=1, first_round=job.round, seed=config["seed"], output=output,
                       selected_from=selected, progress=False, picks={lib: picks for lib in libs} if picks else {},
@@ -116,7 +116,7 @@ def inputs(job: Job, config: dict) -> list[str]:
     """What a job's group reads when it starts: the tuned files it measures (the `tune` rule's) and the file of the
     algorithms picked for it (the `pick` rule's)."""
     out = []
-    if job.kind == "microbench_tuned" or tuned_rerun(config, job.kind):
+    if kinds.of(job).tuned_phase or tuned_rerun(config, job.kind):
         out += [job_tuned_file(job, config, lib) for lib in config["libraries"]]
     if _picks(job, config):
         out.append(group_file(PICKS, job, config))
@@ -257,7 +257,7 @@ def runtime_minutes(job: Job, config: dict) -> int:
     """Slurm time limit of a job: a timeout per launch (the variants, and at most every selectable algorithm
     of each library that a tuned file may add), plus start-up."""
     launches = sum(len(variant_names(job, config, lib)) + len(_picks(job, config)) for lib in config["libraries"])
-    if job.kind == "microbench_tuned":
+    if kinds.of(job).tuned_phase:
         launches += sum(sum(a.selectable for a in library(lib).algorithms.values()) for lib in config["libraries"])
     return int(launches * config[_section(job)]["timeout_s"] // 60) + 10
 

@@ -84,6 +84,9 @@ class Kind:
     schema: Mapping[str, Any] | None = None
     models: Callable[[], Mapping[str, Any]] | None = None  # a training kind: the models its section may name
     own: bool = True  # its section's algorithm lists may name ardlab's own algorithms
+    # the tuned phase: its groups measure each library's tuned file against its default and every algorithm the file
+    # selects (added when a job starts), instead of its section's algorithm lists
+    tuned_phase: bool = False
 
     @property
     def trains(self) -> bool:
@@ -171,7 +174,7 @@ def _horovod_models() -> Mapping[str, Any]:
 KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("microbench", "microbench", "microbench", allreduce.Plan, bench_variant, bench_jobs),
     # the tuned phase: each library's one-node tuned file against its default and the algorithms the file selects
-    Kind("microbench_tuned", "microbench", "microbench", None, bench_variant, _tuned_phase_jobs),
+    Kind("microbench_tuned", "microbench", "microbench", None, bench_variant, _tuned_phase_jobs, tuned_phase=True),
     Kind("train", "train", "train", trainer.TrainConfig, _nn_variant, training_jobs, models=_nn_models,
          axis=Axis("parallel_modes", {"type": "string", "enum": list(PARALLEL_MODES)}, ["bucketed"])),
     Kind("horovod", "horovod", "horovod", horovod_train.TFConfig, _horovod_variant, training_jobs,
