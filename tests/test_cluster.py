@@ -472,17 +472,18 @@ def _status_check_gaps(c, tmp_path: Path, name: str, *settings: str) -> list[flo
     """Seconds between Snakemake's status checks (its squeue calls, timed by a squeue that logs and then runs the
     real one) while one 50 s Slurm job runs under executor ardlab-slurm."""
     env = {**os.environ, **c.env()}
-    bin_dir, calls = tmp_path / f"bin-{name}", tmp_path / f"squeue-{name}.log"
-    bin_dir.mkdir()
+    work = tmp_path / name  # a folder of its own: the two workflows run side by side, each with its own lock
+    bin_dir, calls = work / "bin", work / "squeue.log"
+    bin_dir.mkdir(parents=True)
     real = shutil.which("squeue", path=env["PATH"])
     (bin_dir / "squeue").write_text(f'#!/bin/sh\ndate +%s.%N >> {calls}\nexec {real} "$@"\n')
     (bin_dir / "squeue").chmod(0o755)
     env["PATH"] = f"{bin_dir}:{env['PATH']}"
-    (tmp_path / "Snakefile").write_text('rule wait:\n    output: "{name}"\n    shell: "sleep 50; touch {output}"\n')
+    (work / "Snakefile").write_text('rule wait:\n    output: "{name}"\n    shell: "sleep 50; touch {output}"\n')
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--executor", "ardlab-slurm", "--jobs", "1",
                            "--ardlab-slurm-status-command", "squeue",
                            "--ardlab-slurm-init-seconds-before-status-checks", "5", *settings,
-                           "--directory", str(tmp_path), "--snakefile", str(tmp_path / "Snakefile"), name],
+                           "--directory", str(work), "--snakefile", str(work / "Snakefile"), name],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     times = [float(t) for t in calls.read_text().split()]
@@ -492,9 +493,13 @@ def _status_check_gaps(c, tmp_path: Path, name: str, *settings: str) -> list[flo
 def test_snakemake_checks_a_running_job_within_the_ceiling(four_nodes, tmp_path):
     # The Slurm plugin waits 10 s longer after every check that finds nothing finished (5, 15, 25, 35 s ...): a
     # job's end is noticed up to that long after. With the ceiling at 10 s no wait is longer than 10 s.
-    plain = _status_check_gaps(four_nodes, tmp_path, "plain")
-    capped = _status_check_gaps(four_nodes, tmp_path, "capped", "--ardlab-slurm-max-seconds-between-status-checks",
-                                "10")
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:  # side by side: a job each, on nodes of their own (the cluster has 4)
+        plain = pool.submit(_status_check_gaps, four_nodes, tmp_path, "plain")
+        capped = pool.submit(_status_check_gaps, four_nodes, tmp_path, "capped",
+                             "--ardlab-slurm-max-seconds-between-status-checks", "10")
+        plain, capped = plain.result(), capped.result()
     assert len(capped) >= 4 and max(capped) < 12, (capped, plain)
     assert max(plain) > 20, (capped, plain)
 

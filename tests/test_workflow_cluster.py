@@ -22,10 +22,12 @@ from conftest import ROOT
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the emulated cluster needs root")]
 
 CONFIG = {
-    "launcher": "srun", "link_rate": "none", "max_nodes": 2, "max_ranks": 2, "rounds": 3, "seed": 7,
+    "launcher": "srun", "link_rate": "none", "max_nodes": 2, "max_ranks": 2, "rounds": 2, "seed": 7,
     "libraries": ["mpich", "openmpi"],
-    "microbench": {"algorithms": "all", "own": False, "ranks": [2], "nodes": [2], "sizes": "8,64K,1M",
-                   "iterations": 20},
+    # a job of 13 launches: the killed run's job still runs when the same command starts again (its first launch is
+    # where the run is killed), so there is one to cancel
+    "microbench": {"algorithms": {"mpich": "all", "openmpi": ["default", "ring"]}, "own": False, "ranks": [2],
+                   "nodes": [2], "sizes": "8,64K,1M", "iterations": 20},
     "train": {"enabled": False}, "horovod": {"enabled": False}, "tuned": {"enabled": False},
     "costmodel": {"enabled": False},
 }
@@ -114,11 +116,11 @@ def test_killed_and_node_lost_runs_resume_with_the_same_command(tmp_path):
         # 3. the same command again: the cluster comes up afresh and the run completes
         third = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
         assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
-        assert sorted(p.name for p in raw.glob("round*.csv")) == ["round0.csv", "round1.csv", "round2.csv"]
+        assert sorted(p.name for p in raw.glob("round*.csv")) == ["round0.csv", "round1.csv"]
         for p, data in kept.items():
             assert p.read_bytes() == data
         sp = pd.read_csv(results / "tables" / "microbench_speedup.csv")
-        assert set(sp.library) == {"mpich", "openmpi"} and (sp.rounds == 3).all()
+        assert set(sp.library) == {"mpich", "openmpi"} and (sp.rounds == 2).all()
     finally:
         subprocess.run([str(ROOT / ".envs" / "tools" / "bin" / "ardlab"), "cluster", "down", "--state", str(state)],
                        capture_output=True, timeout=300)
