@@ -22,6 +22,7 @@ LAYERS = [
     "ardlab.plan",  # the run plan from driver to ranks
     "ardlab.driver",  # starts the ranks of a plan
     "ardlab.bench",  # the microbenchmark, message sizes, the timing loop, the call counter (no training)
+    "ardlab.sim",  # the simulated cluster: the timing loop under SimGrid's SMPI
     "ardlab.nn",  # the CNN framework (oneDNN or NumPy kernels, data parallel over MPI)
     "ardlab.horovod",  # TensorFlow + Horovod (translates ardlab.nn models)
     "ardlab.callcount",  # a training run's Allreduce calls counted (plans and runs the trainings)

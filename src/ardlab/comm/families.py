@@ -38,6 +38,9 @@ class Family:
     costs: Callable | None = None  # (n, p arrays) -> (alpha, beta, gamma, phi) coefficient arrays
     traffic: Callable | None = None  # (p, n) -> (bytes by all nodes, bytes by the busiest node or None)
     bandwidth_optimal: bool = False
+    # SimGrid SMPI's collective settings (``--cfg=smpi/<collective>:<algorithm>``) that run the same pattern, for the
+    # simulated cluster (ardlab.sim); () where SMPI has none
+    smpi: tuple[str, ...] = ()
 
 
 def _lg(p):
@@ -105,14 +108,21 @@ def _binomial_scatter_allgather_traffic(p, n):
 
 
 FAMILIES = {f.name: f for f in (
-    Family("recursive_doubling", _recursive_doubling_costs, _recursive_doubling_traffic),
-    Family("recursive_multiplying", _recursive_doubling_costs, _recursive_doubling_traffic),  # k = 2, as forced
-    Family("rabenseifner", _rabenseifner_costs, _balanced, bandwidth_optimal=True),
-    Family("ring", _ring_costs, _balanced, bandwidth_optimal=True),
-    Family("segmented_ring", _segmented_ring_costs, _balanced, bandwidth_optimal=True),
-    Family("binomial", _binomial_costs, _binomial_traffic),
-    Family("linear", _linear_costs, lambda p, n: (2 * (p - 1) * n, (p - 1) * n)),
-    Family("binomial_scatter_allgather", traffic=_binomial_scatter_allgather_traffic),
+    Family("recursive_doubling", _recursive_doubling_costs, _recursive_doubling_traffic, smpi=("allreduce:rdb",)),
+    Family("recursive_multiplying", _recursive_doubling_costs, _recursive_doubling_traffic,  # k = 2, as forced
+           smpi=("allreduce:rdb",)),
+    # recursive halving reduce-scatter, recursive doubling allgather
+    Family("rabenseifner", _rabenseifner_costs, _balanced, bandwidth_optimal=True, smpi=("allreduce:rab_rdb",)),
+    # ring reduce-scatter, ring allgather (SMPI's "logical ring")
+    Family("ring", _ring_costs, _balanced, bandwidth_optimal=True, smpi=("allreduce:lr",)),
+    Family("segmented_ring", _segmented_ring_costs, _balanced, bandwidth_optimal=True,
+           smpi=("allreduce:ompi_ring_segmented",)),
+    Family("binomial", _binomial_costs, _binomial_traffic,
+           smpi=("allreduce:redbcast", "reduce:binomial", "bcast:binomial_tree")),
+    Family("linear", _linear_costs, lambda p, n: (2 * (p - 1) * n, (p - 1) * n),
+           smpi=("allreduce:redbcast", "reduce:flat_tree", "bcast:flattree")),
+    Family("binomial_scatter_allgather", traffic=_binomial_scatter_allgather_traffic,
+           smpi=("allreduce:redbcast", "reduce:binomial", "bcast:scatter_rdb_allgather")),
     Family("unbalanced_ring", traffic=lambda p, n: (2 * (p - 1) * n, None)),  # a ring's bytes, unevenly spread
 )}
 
