@@ -26,6 +26,7 @@ EXPERIMENTS = {
             "core_per_rank's rounds, and the bound the bytes alone put on training",
     "image_overhead": "the same measurement from an Apptainer image and from the library's environment",
     "mpitune": "Intel's mpitune_fast tuning file against ardlab advise's, paired in training",
+    "simulator": "the simulated cluster (SimGrid's SMPI) against the emulated one's committed rows at 2-4 nodes",
 }
 
 def add_round_arguments(p, rounds: int) -> None:
