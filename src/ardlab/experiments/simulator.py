@@ -1,9 +1,12 @@
 """Investigation: does the simulated cluster (ardlab.sim: the timing loop under SimGrid's SMPI) time the Allreduce as
-the emulated cluster measured it, per algorithm and size at 2-4 nodes?
+the emulated cluster measured it, per algorithm and size at 2-4 nodes (``calibrate``)? And beyond the measured
+scale, does the cost model pick the algorithm the simulator finds fastest (``scale``)?
 
     .envs/tools/bin/python -m ardlab.experiments.simulator calibrate \
         [--runs results/runs/costmodel-1gbit results/runs/costmodel-250mbit-nodes] \
         [--output results/experiments/simulator/calibration.csv]
+    .envs/tools/bin/python -m ardlab.experiments.simulator scale [--run results/runs/costmodel-1gbit] \
+        [--nodes 16 64 256 1024] [--output results/experiments/simulator/model_vs_simulator.csv]
 
 For each committed run (one rank a node, several node counts, one link rate), every native and own algorithm whose
 bytes across nodes follow a family SMPI has (``ardlab.analysis.costmodel.model.model_of``, "inter": the family its
@@ -100,6 +103,135 @@ def summary(rows):
                          aggfunc="median").round(2).reset_index()
 
 
+SCALE_COLUMNS = ["library", "algorithm", "family", "nodes", "ranks", "size_bytes", "model_us", "simulated_us",
+                 "model_pick", "simulator_pick", "latency_kept_us", "latency_kept_pick", "link_rate",
+                 "link_latency_us", "simulator", "fallback"]
+
+
+def latency_kept(fit):
+    """The fit with every later regime's latency per step (alpha) at least its first regime's: the latency a step
+    costs does not fall as messages grow, but a regime fitted from 64 KiB up at 1-4 nodes cannot see it (its alpha
+    comes out near 0), and at hundreds of nodes a ring's 2(p-1) steps are then predicted free."""
+    import dataclasses
+
+    first = fit.regimes[0].alpha_us
+    return dataclasses.replace(fit, regimes=[fit.regimes[0]] + [
+        dataclasses.replace(r, alpha_us=max(r.alpha_us, first)) for r in fit.regimes[1:]])
+SCALE_SIZES = [4, 64, 1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20]
+
+
+def scale(run: str, nodes: list[int], latency: float, sizes: list[int] = SCALE_SIZES) -> list[dict]:
+    """Per library, node count (a rank each) and size, every algorithm the run's fits across nodes accept whose
+    bytes follow a family SMPI has: the model's time (the fit at the run's rate) and the simulator's (its family on
+    the run's link), and each side's pick among them (the fastest). Algorithms of a family SMPI lacks are left out of
+    both sides, so that the two choose among the same ones, and so is a family at a size where SMPI fell back to
+    another algorithm (its ring below an element a rank)."""
+    from ardlab.analysis.costmodel.model import model_of, read_fits
+    from ardlab.comm.libraries import OWN_ALGORITHMS
+    from ardlab.sim import loop
+    from ardlab.sim.platform import Link
+
+    fits = [f for f in read_fits(Path(run) / "tables" / "costmodel_fits.csv")
+            if f.status == "ok" and f.node_class == "inter" and f.algorithm not in OWN_ALGORITHMS]
+    rates = {f.link_rate for f in fits}
+    if len(rates) != 1:
+        raise ValueError(f"{run}: fits across nodes at rates {sorted(rates)}: one run, one rate")
+    link = Link(rates.pop(), latency)
+    families = {(f.library, f.algorithm): model_of(f.library, f.algorithm, "inter") for f in fits}
+    fits = [f for f in fits if families[f.library, f.algorithm] in loop.SIMULATED]
+    sim = {}
+    for family in sorted({families[f.library, f.algorithm] for f in fits}):
+        for n in nodes:
+            for row in loop.run(family, n, n, sizes, link, iterations=1):
+                sim[family, n, row["size_bytes"]] = row
+    out = []
+    for lib in sorted({f.library for f in fits}):
+        mine = [f for f in fits if f.library == lib]
+        for n in nodes:
+            model = {f.algorithm: f.predict(sizes, [n] * len(sizes)) for f in mine}
+            kept = {f.algorithm: latency_kept(f).predict(sizes, [n] * len(sizes)) for f in mine}
+            for i, size in enumerate(sizes):
+                rows = [{"library": lib, "algorithm": f.algorithm, "family": families[lib, f.algorithm],
+                         "nodes": n, "ranks": n, "size_bytes": size, "model_us": round(float(model[f.algorithm][i]), 3),
+                         "latency_kept_us": round(float(kept[f.algorithm][i]), 3),
+                         "simulated_us": sim[families[lib, f.algorithm], n, size]["avg_us"],
+                         "link_rate": link.rate, "link_latency_us": latency,
+                         "simulator": sim[families[lib, f.algorithm], n, size]["simulator"],
+                         "fallback": sim[families[lib, f.algorithm], n, size]["fallback"]} for f in mine]
+                # where SMPI ran another algorithm than the family's, its time is not that family's: such rows take
+                # part in neither side's pick
+                compared = [r for r in rows if not r["fallback"]]
+                model_pick = min(compared, key=lambda r: r["model_us"])["algorithm"]
+                sim_pick = min(compared, key=lambda r: r["simulated_us"])["algorithm"]
+                kept_pick = min(compared, key=lambda r: r["latency_kept_us"])["algorithm"]
+                out += [{**r, "model_pick": model_pick, "simulator_pick": sim_pick, "latency_kept_pick": kept_pick}
+                        for r in rows]
+    return out
+
+
+def agreement(rows):
+    """Per library, node count and model (the fits as they are; with the first regime's latency kept): at how many
+    sizes the model's pick simulates as fast as the simulator's best (within 5% too), the simulated time of the
+    model's pick over the best's (its regret: median and largest), and the model's time of the simulator's pick over
+    the simulated one (median and range)."""
+    import pandas as pd
+
+    t = pd.DataFrame(rows)
+    t = t[t.fallback == ""]
+    out = []
+    for (lib, n), g in t.groupby(["library", "nodes"]):
+        for model, pick, column in (("fits", "model_pick", "model_us"),
+                                    ("latency kept", "latency_kept_pick", "latency_kept_us")):
+            regret, ratio = [], []
+            for _, s in g.groupby("size_bytes"):
+                s = s.set_index("algorithm")
+                best = s.simulated_us.idxmin()
+                regret.append(s.loc[s[pick].iloc[0], "simulated_us"] / s.loc[best, "simulated_us"])
+                ratio.append(s.loc[best, column] / s.loc[best, "simulated_us"])
+            regret, ratio = pd.Series(regret), pd.Series(ratio)
+            out.append({"library": lib, "nodes": n, "model": model, "sizes": len(regret),
+                        "best": int((regret <= 1 + 1e-9).sum()), "within_5pct": int((regret <= 1.05).sum()),
+                        "regret_median": round(float(regret.median()), 2), "regret_max": round(float(regret.max()), 2),
+                        "model_over_simulated_median": round(float(ratio.median()), 2),
+                        "model_over_simulated_min": round(float(ratio.min()), 2),
+                        "model_over_simulated_max": round(float(ratio.max()), 2)})
+    return pd.DataFrame(out)
+
+
+def figure(rows, path: Path) -> list[Path]:
+    """Per library a panel: the simulated time of the model's pick over the simulator's best, by size, a line per
+    node count (solid: the fits; dashed: with the first regime's latency kept)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from ardlab.analysis.figures import save_png_pdf
+
+    t = pd.DataFrame(rows)
+    t = t[t.fallback == ""]
+    libs = sorted(set(t.library))
+    fig, axes = plt.subplots(1, len(libs), figsize=(4.2 * len(libs), 3.6), sharey=True, squeeze=False)
+    for ax, lib in zip(axes[0], libs):
+        for i, (n, g) in enumerate(t[t.library == lib].groupby("nodes")):
+            for pick, style in (("model_pick", "-"), ("latency_kept_pick", "--")):
+                regret = []
+                for size, s in g.groupby("size_bytes"):
+                    s = s.set_index("algorithm")
+                    regret.append((size, s.loc[s[pick].iloc[0], "simulated_us"] / s.simulated_us.min()))
+                x, y = zip(*regret)
+                ax.plot(x, y, style, color=f"C{i}", marker="o" if pick == "model_pick" else "x", ms=3,
+                        label=f"{n} nodes" + (" (latency kept)" if pick != "model_pick" else ""))
+        ax.set_xscale("log", base=2)
+        ax.set_title(lib)
+        ax.set_xlabel("message size (bytes)")
+        ax.axhline(1.0, color="grey", lw=0.5)
+    axes[0][0].set_ylabel("model's pick, simulated / best")
+    axes[0][-1].legend(fontsize=7)
+    return save_png_pdf(fig, path.parent, path.stem)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ardlab.experiments.simulator", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="action", required=True)
@@ -107,9 +239,23 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--runs", nargs="+", default=RUNS)
     c.add_argument("--latency-us", type=float, help="the links' one-way latency (default: taken from the runs)")
     c.add_argument("--output", default=OUTPUT, help="the rows (.csv); the summary beside it (-summary.csv, .md)")
+    m = sub.add_parser("scale", help="the cost model's picks against the simulator's beyond the measured scale")
+    m.add_argument("--run", default=RUNS[0], help="the run whose fits across nodes are the model's")
+    m.add_argument("--nodes", nargs="+", type=int, default=[16, 64, 256, 1024])
+    m.add_argument("--latency-us", type=float, help="the links' one-way latency (default: calibrate's, taken from "
+                   "the runs)")
+    m.add_argument("--output", default="results/experiments/simulator/model_vs_simulator.csv",
+                   help="the rows (.csv); the agreement beside it (_agreement.csv, .md)")
     a = p.parse_args(argv)
     from ardlab.results import save_frame, write_csv
 
+    if a.action == "scale":
+        latency = a.latency_us or latency_us([measured(run) for run in RUNS])
+        rows = scale(a.run, a.nodes, latency)
+        print(f"wrote {write_csv(a.output, SCALE_COLUMNS, rows)} ({len(rows)} rows)")
+        print(*save_frame(agreement(rows), str(Path(a.output).with_name(Path(a.output).stem + "_agreement.csv"))))
+        print(*figure(rows, Path(a.output).with_suffix("")))
+        return 0
     latency = a.latency_us or latency_us([measured(run) for run in a.runs])
     rows = [row for run in a.runs for row in calibrate(run, latency)]
     print(f"wrote {write_csv(a.output, COLUMNS, rows)} ({len(rows)} rows)")
