@@ -69,12 +69,13 @@ def latency_us(tables) -> float:
     return round(float(two[two.size_bytes == two.size_bytes.min()].measured_us.median()) / 2, 2)
 
 
-def calibrate(run: str, latency: float) -> list[dict]:
-    """The run's rows beside the simulator's (COLUMNS), the link's one-way latency `latency` us."""
+def calibrate(run: str, latency: float, table=None) -> list[dict]:
+    """The run's rows beside the simulator's (COLUMNS), the link's one-way latency `latency` us (`table`: the run's
+    ``measured`` rows, where the caller read them already)."""
     from ardlab.sim import loop
     from ardlab.sim.platform import Link
 
-    table = measured(run)
+    table = measured(run) if table is None else table
     link = Link(table.link_rate.iloc[0], latency)
     sims = {}
     for (family, nodes), g in table.groupby(["family", "nodes"]):
@@ -151,13 +152,16 @@ def scale(run: str, nodes: list[int], latency: float, sizes: list[int] = SCALE_S
             model = {f.algorithm: f.predict(sizes, [n] * len(sizes)) for f in mine}
             kept = {f.algorithm: latency_kept(f).predict(sizes, [n] * len(sizes)) for f in mine}
             for i, size in enumerate(sizes):
-                rows = [{"library": lib, "algorithm": f.algorithm, "family": families[lib, f.algorithm],
-                         "nodes": n, "ranks": n, "size_bytes": size, "model_us": round(float(model[f.algorithm][i]), 3),
-                         "latency_kept_us": round(float(kept[f.algorithm][i]), 3),
-                         "simulated_us": sim[families[lib, f.algorithm], n, size]["avg_us"],
-                         "link_rate": link.rate, "link_latency_us": latency,
-                         "simulator": sim[families[lib, f.algorithm], n, size]["simulator"],
-                         "fallback": sim[families[lib, f.algorithm], n, size]["fallback"]} for f in mine]
+                rows = []
+                for f in mine:
+                    simulated = sim[families[lib, f.algorithm], n, size]
+                    rows.append({"library": lib, "algorithm": f.algorithm, "family": families[lib, f.algorithm],
+                                 "nodes": n, "ranks": n, "size_bytes": size,
+                                 "model_us": round(float(model[f.algorithm][i]), 3),
+                                 "latency_kept_us": round(float(kept[f.algorithm][i]), 3),
+                                 "simulated_us": simulated["avg_us"], "link_rate": link.rate,
+                                 "link_latency_us": latency, "simulator": simulated["simulator"],
+                                 "fallback": simulated["fallback"]})
                 # where SMPI ran another algorithm than the family's, its time is not that family's: such rows take
                 # part in neither side's pick
                 compared = [r for r in rows if not r["fallback"]]
@@ -166,6 +170,18 @@ def scale(run: str, nodes: list[int], latency: float, sizes: list[int] = SCALE_S
                 kept_pick = min(compared, key=lambda r: r["latency_kept_us"])["algorithm"]
                 out += [{**r, "model_pick": model_pick, "simulator_pick": sim_pick, "latency_kept_pick": kept_pick}
                         for r in rows]
+    return out
+
+
+def _regrets(g, pick: str, column: str | None = None) -> list[tuple]:
+    """Per size of one library and node count's compared rows `g`: (size, the simulated time of the `pick` column's
+    algorithm over the simulator's best, and `column`'s time of that best over its simulated time)."""
+    out = []
+    for size, s in g.groupby("size_bytes"):
+        s = s.set_index("algorithm")
+        best = s.simulated_us.idxmin()
+        out.append((size, s.loc[s[pick].iloc[0], "simulated_us"] / s.loc[best, "simulated_us"],
+                    s.loc[best, column] / s.loc[best, "simulated_us"] if column else None))
     return out
 
 
@@ -182,12 +198,7 @@ def agreement(rows):
     for (lib, n), g in t.groupby(["library", "nodes"]):
         for model, pick, column in (("fits", "model_pick", "model_us"),
                                     ("latency kept", "latency_kept_pick", "latency_kept_us")):
-            regret, ratio = [], []
-            for _, s in g.groupby("size_bytes"):
-                s = s.set_index("algorithm")
-                best = s.simulated_us.idxmin()
-                regret.append(s.loc[s[pick].iloc[0], "simulated_us"] / s.loc[best, "simulated_us"])
-                ratio.append(s.loc[best, column] / s.loc[best, "simulated_us"])
+            _, regret, ratio = zip(*_regrets(g, pick, column))
             regret, ratio = pd.Series(regret), pd.Series(ratio)
             out.append({"library": lib, "nodes": n, "model": model, "sizes": len(regret),
                         "best": int((regret <= 1 + 1e-9).sum()), "within_5pct": int((regret <= 1.05).sum()),
@@ -216,11 +227,7 @@ def figure(rows, path: Path) -> list[Path]:
     for ax, lib in zip(axes[0], libs):
         for i, (n, g) in enumerate(t[t.library == lib].groupby("nodes")):
             for pick, style in (("model_pick", "-"), ("latency_kept_pick", "--")):
-                regret = []
-                for size, s in g.groupby("size_bytes"):
-                    s = s.set_index("algorithm")
-                    regret.append((size, s.loc[s[pick].iloc[0], "simulated_us"] / s.simulated_us.min()))
-                x, y = zip(*regret)
+                x, y, _ = zip(*_regrets(g, pick))
                 ax.plot(x, y, style, color=f"C{i}", marker="o" if pick == "model_pick" else "x", ms=3,
                         label=f"{n} nodes" + (" (latency kept)" if pick != "model_pick" else ""))
         ax.set_xscale("log", base=2)
@@ -256,8 +263,9 @@ def main(argv: list[str] | None = None) -> int:
         print(*save_frame(agreement(rows), str(Path(a.output).with_name(Path(a.output).stem + "_agreement.csv"))))
         print(*figure(rows, Path(a.output).with_suffix("")))
         return 0
-    latency = a.latency_us or latency_us([measured(run) for run in a.runs])
-    rows = [row for run in a.runs for row in calibrate(run, latency)]
+    tables = {run: measured(run) for run in a.runs}
+    latency = a.latency_us or latency_us(list(tables.values()))
+    rows = [row for run, table in tables.items() for row in calibrate(run, latency, table)]
     print(f"wrote {write_csv(a.output, COLUMNS, rows)} ({len(rows)} rows)")
     table = summary(rows)
     table.columns = [str(c) for c in table.columns]
